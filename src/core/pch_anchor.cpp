@@ -1,0 +1,1 @@
+// Anchor translation unit that owns the shared precompiled header.
