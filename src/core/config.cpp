@@ -5,7 +5,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "build_info.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 
@@ -136,7 +135,12 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-Config Config::defaults() { return Config(YAML::Load(DAEI_DEFAULTS_YAML)); }
+// configs/defaults/*.yaml, concatenated at configure time.
+static const char kDefaultsYaml[] =
+#include "defaults_yaml.inc"
+    ;
+
+Config Config::defaults() { return Config(YAML::Load(kDefaultsYaml)); }
 
 Config Config::load(const std::string& file, const std::vector<std::string>& sets) {
   Config c = defaults();
