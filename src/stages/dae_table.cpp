@@ -1,0 +1,115 @@
+#include "stages/dae_table.h"
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace daei {
+
+at::Tensor LinearEstimator::apply(const at::Tensor& y) const {
+  auto y64 = y.to(torch::kFloat64);
+  return (mean + torch::matmul(y64 - mean, W.t())).to(torch::kFloat32);
+}
+
+void row_moments(const NoisyDataset& data, int64_t max_rows, at::Tensor& mean, at::Tensor& cov) {
+  const int64_t n = max_rows > 0 ? std::min(max_rows, data.size()) : data.size();
+  DAEI_CHECK(n >= 2, "Wiener filter: need at least 2 rows, have {}", n);
+  const int64_t d = data.dim(), chunk = 8192;
+  auto s = torch::zeros({d}, torch::kFloat64), ss = torch::zeros({d, d}, torch::kFloat64);
+  for (int64_t i = 0; i < n; i += chunk) {
+    std::vector<int64_t> idx;
+    for (int64_t j = i; j < std::min(n, i + chunk); ++j) idx.push_back(j);
+    auto y = data.noisy(idx).to(torch::kFloat64);
+    s += y.sum(0);
+    ss += torch::matmul(y.t(), y);
+  }
+  mean = s / static_cast<double>(n);
+  cov = (ss - static_cast<double>(n) * torch::outer(mean, mean)) / static_cast<double>(n - 1);
+}
+
+namespace {
+// W = V diag(λ_z / (λ_z + σ²)) Vᵀ.
+LinearEstimator from_signal_cov(const at::Tensor& mean, const at::Tensor& cov_signal, double sigma) {
+  auto [lam, V] = torch::linalg_eigh(0.5 * (cov_signal + cov_signal.t()));
+  lam = lam.clamp_min(0.0);
+  auto gain = lam / (lam + sigma * sigma);
+  return LinearEstimator{mean, torch::matmul(V * gain.unsqueeze(0), V.t())};
+}
+}  // namespace
+
+LinearEstimator wiener_from_noisy(const at::Tensor& mean_y, const at::Tensor& cov_y, double sigma) {
+  const int64_t d = cov_y.size(0);
+  // C_z = C_y − σ²I, clipped to PSD through its eigenvalues.
+  return from_signal_cov(mean_y, cov_y - sigma * sigma * torch::eye(d, torch::kFloat64), sigma);
+}
+
+LinearEstimator wiener_oracle(const at::Tensor& clean, double sigma) {
+  auto x = clean.to(torch::kFloat64);
+  auto mean = x.mean(0);
+  auto xc = x - mean;
+  auto cov = torch::matmul(xc.t(), xc) / static_cast<double>(std::max<int64_t>(1, x.size(0) - 1));
+  return from_signal_cov(mean, cov, sigma);
+}
+
+DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const at::Tensor& clean,
+               const at::Tensor& noisy) {
+  DAEI_CHECK(clean.sizes() == noisy.sizes() && clean.dim() == 2, "DAE table: clean {} and noisy {} rows differ",
+             c10::str(clean.sizes()), c10::str(noisy.sizes()));
+  torch::NoGradGuard ng;
+  dae->eval();
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < noisy.size(0); i += 1024) {
+    auto y = noisy.narrow(0, i, std::min<int64_t>(1024, noisy.size(0) - i)).to(torch::kFloat32);
+    parts.push_back(dae->forward(y, torch::full({y.size(0)}, sigma0)));
+  }
+  auto den = torch::cat(parts, 0);
+  auto oracle = wiener_oracle(clean, sigma0);
+  auto mse = [&](const at::Tensor& e) { return (e.to(torch::kFloat64) - clean.to(torch::kFloat64)).pow(2).sum(1).mean().item<double>(); };
+  auto cos = [&](const at::Tensor& e) {
+    return torch::cosine_similarity(e.to(torch::kFloat64), clean.to(torch::kFloat64), 1).mean().item<double>();
+  };
+  DaeRow r;
+  r.n = clean.size(0);
+  auto wn = wiener_noisy.apply(noisy), wo = oracle.apply(noisy);
+  r.mse_noisy = mse(noisy), r.cos_noisy = cos(noisy);
+  r.mse_dae = mse(den), r.cos_dae = cos(den);
+  r.mse_wiener_noisy_only = mse(wn), r.cos_wiener_noisy_only = cos(wn);
+  r.mse_wiener_oracle = mse(wo), r.cos_wiener_oracle = cos(wo);
+  return r;
+}
+
+nlohmann::json to_json(const DaeRow& r) {
+  auto red = [&](double m) { return r.mse_noisy > 0 ? 1.0 - m / r.mse_noisy : 0.0; };
+  return {{"n", r.n},
+          {"mse_noisy", r.mse_noisy},
+          {"mse_dae", r.mse_dae},
+          {"mse_wiener_noisy_only", r.mse_wiener_noisy_only},
+          {"mse_wiener_oracle", r.mse_wiener_oracle},
+          {"cos_noisy", r.cos_noisy},
+          {"cos_dae", r.cos_dae},
+          {"cos_wiener_noisy_only", r.cos_wiener_noisy_only},
+          {"cos_wiener_oracle", r.cos_wiener_oracle},
+          {"mse_reduction_dae", red(r.mse_dae)},
+          {"mse_reduction_wiener_noisy_only", red(r.mse_wiener_noisy_only)},
+          {"mse_reduction_wiener_oracle", red(r.mse_wiener_oracle)}};
+}
+
+std::string format_table(const std::map<std::string, DaeRow>& rows, double sigma) {
+  std::string s = fmt::format("DAE table (σ = {})\n{:<6} {:>6}  {:<44} {:>10} {:>9} {:>8}\n", sigma, "split", "n",
+                              "system", "MSE", "cut", "cos");
+  for (const auto& [split, r] : rows) {
+    auto line = [&](const char* name, double m, double c) {
+      s += fmt::format("{:<6} {:>6}  {:<44} {:>10.5f} {:>8.1f}% {:>8.4f}\n", split, r.n, name, m,
+                       100.0 * (1.0 - m / r.mse_noisy), c);
+    };
+    line("noisy input", r.mse_noisy, r.cos_noisy);
+    line("DAE (stage 1, SURE)", r.mse_dae, r.cos_dae);
+    line("Wiener filter, noisy data only", r.mse_wiener_noisy_only, r.cos_wiener_noisy_only);
+    line("Wiener filter, oracle (clean cov.; reference)", r.mse_wiener_oracle, r.cos_wiener_oracle);
+  }
+  return s;
+}
+
+}  // namespace daei

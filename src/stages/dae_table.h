@@ -1,0 +1,37 @@
+// The DAE table (paper Table V plus two references it lacks): on each evaluation split, MSE (mean over rows of
+// ‖x̂ − x‖²) and cosine to the clean embedding for
+//   noisy input | the DAE h(y, σ₀) | the Wiener filter from noisy data only (C_z = C_y − σ²I clipped to PSD, from the
+//   training split's noisy rows: no clean data, no training) | the oracle Wiener filter (the split's clean
+//   covariance and mean: a reference outside the threat model).
+#pragma once
+#include <map>
+#include <string>
+#include <torch/types.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include "data/dataset.h"
+#include "model/dae.h"
+
+namespace daei {
+
+// x̂ = mean + (y − mean)·Wᵀ (W symmetric).
+struct LinearEstimator {
+  at::Tensor mean, W;  // float64 [d], [d, d]
+  at::Tensor apply(const at::Tensor& y) const;
+};
+// Mean and covariance of a NoisyDataset's rows, accumulated in float64 chunks; max_rows 0 = all.
+void row_moments(const NoisyDataset& data, int64_t max_rows, at::Tensor& mean, at::Tensor& cov);
+LinearEstimator wiener_from_noisy(const at::Tensor& mean_y, const at::Tensor& cov_y, double sigma);
+LinearEstimator wiener_oracle(const at::Tensor& clean, double sigma);
+
+struct DaeRow {
+  int64_t n = 0;
+  double mse_noisy = 0, mse_dae = 0, mse_wiener_noisy_only = 0, mse_wiener_oracle = 0;
+  double cos_noisy = 0, cos_dae = 0, cos_wiener_noisy_only = 0, cos_wiener_oracle = 0;
+};
+DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const at::Tensor& clean,
+               const at::Tensor& noisy);
+nlohmann::json to_json(const DaeRow& r);
+std::string format_table(const std::map<std::string, DaeRow>& rows, double sigma);
+
+}  // namespace daei

@@ -1,0 +1,28 @@
+// Where the stages get their rows: the HDF5 caches of the data layer (runs/NAME/cache/SPLIT), or — for tests and
+// e2e runs without a corpus — a seeded synthetic set (train.synthetic_rows > 0): clean rows are L2-normalised
+// low-rank Gaussian vectors, noisy = clean + σ·N(0, I) with the noise fixed per row, as in a cache.
+#pragma once
+#include <memory>
+#include <string>
+#include <torch/types.h>
+
+#include "data/dataset.h"
+
+namespace daei {
+
+class Config;
+
+std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
+                                                     const std::string& split);
+
+// Evaluation only (offline_eval_only data): clean and noisy rows of a split, aligned.
+struct CleanNoisy {
+  at::Tensor clean, noisy;  // [n, d] float32
+  double sigma = 0;
+};
+CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split);
+
+// The synthetic set itself (deterministic in seed and split).
+CleanNoisy synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t seed, const std::string& split);
+
+}  // namespace daei

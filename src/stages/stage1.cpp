@@ -1,0 +1,161 @@
+#include "stages/stage1.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "dist/communicator.h"
+#include "dist/shard_plan.h"
+#include "stages/tensor_io.h"
+#include "stages/trainer.h"
+
+namespace daei {
+using json = nlohmann::json;
+
+namespace {
+// Stream tags of the per-step generators (step_generator(seed, step, tag)).
+enum : uint64_t { kTagSigma = 1, kTagNoise = 2, kTagProbes = 3, kTagDropout = 16 };
+
+json options_json(const DaeOptions& o, double sigma0) {
+  return {{"dim", o.dim},         {"hidden", o.hidden},         {"depth", o.depth},
+          {"dropout", o.dropout}, {"spectral_norm", o.spectral_norm}, {"sigma_cond", o.sigma_cond},
+          {"power_iterations", o.power_iterations}, {"sigma0", sigma0}};
+}
+}  // namespace
+
+DaeOptions dae_options(const Config& cfg, int64_t dim) {
+  DaeOptions o;
+  o.dim = dim;
+  o.hidden = cfg.integer("dae.hidden");
+  o.depth = cfg.integer("dae.depth");
+  o.dropout = cfg.real("dae.dropout");
+  o.spectral_norm = cfg.flag("dae.spectral_norm");
+  o.sigma_cond = cfg.flag("dae.sigma_cond");
+  o.power_iterations = cfg.integer("dae.power_iterations");
+  return o;
+}
+
+Dae load_dae(const std::string& dir, double* sigma0_out) {
+  const json j = json::parse(read_file(dir + "/dae.json"));
+  DaeOptions o;
+  o.dim = j.at("dim");
+  o.hidden = j.at("hidden");
+  o.depth = j.at("depth");
+  o.dropout = j.at("dropout");
+  o.spectral_norm = j.at("spectral_norm");
+  o.sigma_cond = j.at("sigma_cond");
+  o.power_iterations = j.at("power_iterations");
+  Dae dae(o);
+  load_module_tensors({{"", dae.ptr()}}, load_tensors(dir + "/model.safetensors"), dir + "/model.safetensors");
+  dae->eval();
+  if (sigma0_out) *sigma0_out = j.at("sigma0").get<double>();
+  return dae;
+}
+
+Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_dir,
+               std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> val, bool resume)
+    : comm_(comm), stage_dir_(stage_dir), train_(std::move(train)), val_(std::move(val)) {
+  seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));
+  torch::manual_seed(seed_);  // identical initial weights on every rank (rank 0's are broadcast anyway)
+  dae_ = Dae(dae_options(cfg, train_->dim()));
+  dae_->train();
+  sure_.divergence = cfg.str("stage1.sure.divergence");
+  sure_.probes = cfg.integer("stage1.sure.probes");
+  sure_.fd_eps = cfg.real("stage1.sure.fd_eps");
+  sched_.mode = cfg.str("stage1.sigma.mode");
+  sched_.sigma0 = train_->sigma();
+  sched_.sigma_max = cfg.real("stage1.sigma.max_factor") * train_->sigma();
+  sched_.decay_fraction = cfg.real("stage1.sigma.decay_fraction");
+  sched_.total_steps = cfg.integer("stage1.steps");
+  DAEI_CHECK(sched_.sigma0 > 0, "stage 1: the training data's noise level σ₀ is {}; SURE needs σ₀ > 0", sched_.sigma0);
+  DAEI_CHECK(sched_.sigma_max >= sched_.sigma0, "stage1.sigma.max_factor must be ≥ 1");
+  eval_rows_ = cfg.integer("stage1.eval_rows");
+
+  auto opt = trainer_options(cfg, "stage1", stage_dir);
+  opt.resume = resume;
+  ParamGroupSpec g{"dae", dae_->parameters(), cfg.real("stage1.lr"), cfg.real("stage1.weight_decay"), 0.0};
+  trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", dae_.ptr()}}, std::vector{g});
+
+  const int64_t d = train_->dim(), K = sure_.probes, width = dae_->mask_width();
+  const double p = dae_->options().dropout;
+  trainer_->loss = [this, d, K, width, p](const Batch& b) {
+    const int64_t B = b.global_batch, n = static_cast<int64_t>(b.rows.size()), off = b.global_offset;
+    auto gs = step_generator(seed_, b.step, kTagSigma);
+    const double u = torch::rand({1}, gs, torch::kFloat64).item<double>();
+    const double sigma = sched_.draw(b.step, u);
+    auto y = train_->noisy(b.rows);
+    if (sigma > sched_.sigma0 * (1 + 1e-12)) {
+      auto gn = step_generator(seed_, b.step, kTagNoise);
+      const double extra = std::sqrt(sigma * sigma - sched_.sigma0 * sched_.sigma0);
+      y = y + extra * torch::randn({B, d}, gn).narrow(0, off, n);
+    }
+    auto gp = step_generator(seed_, b.step, kTagProbes);
+    auto probes = rademacher({K, B, d}, gp).narrow(1, off, n);
+    std::vector<at::Tensor> masks;
+    if (p > 0)
+      for (int64_t i = 0; i < dae_->options().depth; ++i) {
+        auto gd = step_generator(seed_, b.step, kTagDropout + i);
+        masks.push_back((torch::rand({B, width}, gd).narrow(0, off, n) >= p).to(torch::kFloat32) / (1.0 - p));
+      }
+    auto t = sure_loss(dae_, y, torch::full({n}, sigma), probes, masks, sure_);
+    LossOutput out;
+    out.loss = t.loss;
+    const double dsig2 = static_cast<double>(d) * sigma * sigma;
+    out.terms = {{"loss", t.loss.item<double>()},
+                 {"sure_sq", t.sq.item<double>()},
+                 {"sure_div", t.div.item<double>()},
+                 {"sigma", sigma},
+                 {"mse_reduction_est", 1.0 - (t.loss.item<double>() + dsig2) / dsig2}};
+    return out;
+  };
+  trainer_->save_extra = [this](const std::string& dir) {
+    write_file_atomic(dir + "/dae.json", options_json(dae_->options(), sched_.sigma0).dump(2) + "\n");
+  };
+  if (val_ && opt.eval_every > 0) trainer_->evaluate = [this](int64_t) { return evaluate(*val_); };
+}
+
+Stage1::~Stage1() = default;
+
+std::map<std::string, double> Stage1::evaluate(const NoisyDataset& data) {
+  const bool was_training = dae_->is_training();
+  dae_->eval();
+  const int64_t n = std::min<int64_t>(data.size(), eval_rows_ > 0 ? eval_rows_ : data.size());
+  const int64_t lb = 256;
+  // Rows 0..n-1 split over ranks; padding (-1) skipped; sums all-reduced.
+  std::vector<int64_t> mine;
+  for (int64_t i = comm_.rank(); i < n; i += comm_.size()) mine.push_back(i);
+  double sum = 0;
+  const double s0 = data.sigma();
+  for (size_t i = 0; i < mine.size(); i += lb) {
+    std::vector<int64_t> rows(mine.begin() + i, mine.begin() + std::min(mine.size(), i + lb));
+    const int64_t m = static_cast<int64_t>(rows.size());
+    auto gp = step_generator(seed_ ^ 0xE7A1ULL, static_cast<int64_t>(i), kTagProbes);
+    auto t = sure_loss(dae_, data.noisy(rows), torch::full({m}, s0), rademacher({sure_.probes, m, data.dim()}, gp),
+                       {}, sure_);
+    sum += t.loss.item<double>() * m;
+  }
+  sum = comm_.allreduce(sum, ReduceOp::Sum);
+  if (was_training) dae_->train();
+  const double dsig2 = static_cast<double>(data.dim()) * s0 * s0;
+  const double mse = sum / std::max<int64_t>(1, n) + dsig2;  // SURE: E‖h(y) − x‖² = E[L] + dσ²
+  return {{"sure_mse", mse}, {"noisy_mse", dsig2}, {"mse_reduction_est", 1.0 - mse / dsig2}};
+}
+
+int Stage1::run() {
+  LOG_INFO("[stage1] DAE d {} H {} depth {} ({} parameters), {} rows, σ₀ {}, σ {} (max {}), divergence {} K {}",
+           dae_->options().dim, dae_->options().hidden, dae_->options().depth,
+           [&] {
+             int64_t c = 0;
+             for (auto& p : dae_->parameters()) c += p.numel();
+             return c;
+           }(),
+           train_->size(), sched_.sigma0, sched_.mode, sched_.sigma_max, sure_.divergence, sure_.probes);
+  return trainer_->run();
+}
+
+}  // namespace daei

@@ -1,0 +1,213 @@
+// Stage 1: SURE is unbiased, Hutchinson's divergence matches the Jacobian trace, spectral norm holds σ_max ≈ 1,
+// the Trainer resumes bitwise on one rank, SIGUSR1 gives exit 75 and a DONE checkpoint, the DAE table's filters.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/signals.h"
+#include "dist/communicator.h"
+#include "stages/dae_table.h"
+#include "stages/data_source.h"
+#include "stages/stage1.h"
+#include "stages/sure.h"
+#include "stages/tensor_io.h"
+#include "stages/trainer.h"
+
+using namespace daei;
+namespace fs = std::filesystem;
+
+namespace {
+
+Dae small_dae(int64_t d, int64_t h, uint64_t seed) {
+  torch::manual_seed(seed);
+  DaeOptions o;
+  o.dim = d, o.hidden = h, o.depth = 2, o.dropout = 0.0;
+  Dae dae(o);
+  torch::NoGradGuard ng;
+  for (auto& p : dae->named_parameters())
+    if (p.key().rfind("output_proj", 0) == 0) p.value().normal_(0.0, 0.05);  // not the identity
+  dae->train();
+  for (int i = 0; i < 30; ++i) dae->residual(torch::randn({4, d}), torch::full({4}, 0.1));  // converge u, v
+  dae->eval();
+  return dae;
+}
+
+std::string temp_dir(const std::string& name) {
+  auto p = fs::temp_directory_path() / fmt::format("daei-test-{}-{}", name, ::getpid());
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+Config stage1_config(int64_t steps) {
+  auto cfg = Config::defaults();
+  for (const char* s : {"dae.hidden=32", "dae.depth=2", "stage1.batch_size=12", "stage1.warmup_steps=2",
+                        "stage1.eval_every=0", "train.log_every=2", "train.ckpt_every=3", "train.progress_every_s=100.0"})
+    cfg.set(s, "test");
+  cfg.set(fmt::format("stage1.steps={}", steps), "test");
+  return cfg;
+}
+
+std::shared_ptr<const NoisyDataset> synthetic_train(int64_t n = 120) {
+  auto s = synthetic_split(n, 16, 0.04, 7, "train");
+  return std::make_shared<InMemoryDataset>(s.noisy, std::vector<std::string>{}, 0.04);
+}
+
+}  // namespace
+
+TEST(Sure, UnbiasedForAFixedDenoiser) {
+  const int64_t d = 8, B = 500, batches = 60;
+  const double sigma = 0.3;
+  auto dae = small_dae(d, 16, 3);
+  auto A = torch::randn({d, d}) * 0.5;
+  for (const std::string div : {"hutchinson", "fd"}) {
+    SureOptions opt;
+    opt.divergence = div;
+    opt.probes = 3;
+    std::vector<double> diffs;
+    for (int64_t b = 0; b < batches; ++b) {
+      auto x = torch::matmul(torch::randn({B, d}), A) + 0.2;
+      auto y = x + sigma * torch::randn({B, d});
+      auto s = torch::full({B}, sigma);
+      auto t = sure_loss(dae, y, s, torch::randint(0, 2, {opt.probes, B, d}).to(torch::kFloat32) * 2 - 1, {}, opt);
+      torch::NoGradGuard ng;
+      const double true_mse = (dae->forward(y, s) - x).pow(2).sum(1).mean().item<double>();
+      diffs.push_back(t.loss.item<double>() + d * sigma * sigma - true_mse);
+    }
+    auto dt = torch::tensor(diffs, torch::kFloat64);
+    const double mean = dt.mean().item<double>(), se = dt.std().item<double>() / std::sqrt(double(batches));
+    EXPECT_LT(std::abs(mean), 4 * se + (div == "fd" ? 1e-3 : 0.0)) << div << ": SURE − MSE = " << mean << " ± " << se;
+  }
+}
+
+TEST(Sure, HutchinsonMatchesJacobianTrace) {
+  const int64_t d = 8;
+  auto dae = small_dae(d, 16, 5);
+  auto y = torch::randn({1, d});
+  auto s = torch::full({1}, 0.2);
+  // Exact trace of J_r by d VJPs with unit vectors.
+  auto yg = y.clone().requires_grad_(true);
+  auto r = dae->residual(yg, s);
+  double trace = 0;
+  for (int64_t i = 0; i < d; ++i) {
+    auto e = torch::zeros({1, d});
+    e[0][i] = 1;
+    trace += torch::autograd::grad({r}, {yg}, {e}, true)[0][0][i].item<double>();
+  }
+  SureOptions opt;
+  opt.probes = 1;
+  std::vector<double> est;
+  for (int i = 0; i < 800; ++i)
+    est.push_back(sure_loss(dae, y, s, torch::randint(0, 2, {1, 1, d}).to(torch::kFloat32) * 2 - 1, {}, opt)
+                      .div.item<double>());
+  auto t = torch::tensor(est, torch::kFloat64);
+  const double mean = t.mean().item<double>(), se = t.std().item<double>() / std::sqrt(800.0);
+  EXPECT_LT(std::abs(mean - trace), 4 * se + 1e-6) << "trace " << trace << " estimate " << mean << " ± " << se;
+}
+
+TEST(SpectralNorm, LargestSingularValueIsOneAfterTraining) {
+  const std::string dir = temp_dir("sn");
+  auto cfg = stage1_config(40);
+  cfg.set("stage1.lr=3.0e-3", "test");
+  LocalCommunicator comm;
+  Stage1 s(cfg, comm, dir, synthetic_train(), nullptr, false);
+  ASSERT_EQ(s.run(), kExitOk);
+  torch::NoGradGuard ng;
+  for (auto& l : s.dae()->normalized_layers()) {
+    const double smax = torch::linalg_svdvals(l->raw_weight())[0].item<double>();
+    EXPECT_NEAR(smax / l->sigma_estimate(), 1.0, 0.02);  // ‖W / σ̂‖₂ ≈ 1
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, ResumeIsBitwiseOnOneRankAndSigusr1Exits75) {
+  const int64_t N = 5;
+  LocalCommunicator comm;
+  const std::string a = temp_dir("straight"), b = temp_dir("resumed");
+  {
+    Stage1 s(stage1_config(2 * N), comm, a, synthetic_train(), nullptr, false);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  signals::clear();
+  {
+    Stage1 s(stage1_config(2 * N), comm, b, synthetic_train(), nullptr, false);
+    auto inner = s.trainer().loss;
+    s.trainer().loss = [&](const Batch& bt) {
+      if (bt.step == N - 1 && bt.micro == 0) std::raise(SIGUSR1);  // a real signal mid-run
+      return inner(bt);
+    };
+    ASSERT_EQ(s.run(), kExitStopped);
+  }
+  signals::clear();
+  const std::string ck = fmt::format("{}/ckpt-{:08d}", b, N);
+  ASSERT_TRUE(Trainer::is_complete(ck));
+  EXPECT_EQ(Trainer::latest_checkpoint(b), ck);
+  EXPECT_TRUE(file_exists(ck + "/optim.pt") && file_exists(ck + "/state.json") && file_exists(ck + "/dae.json"));
+  EXPECT_FALSE(file_exists(Trainer::final_dir(b)));
+  {
+    Stage1 s(stage1_config(2 * N), comm, b, synthetic_train(), nullptr, true);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  auto ta = load_tensors(Trainer::final_dir(a) + "/model.safetensors");
+  auto tb = load_tensors(Trainer::final_dir(b) + "/model.safetensors");
+  ASSERT_EQ(ta.size(), tb.size());
+  for (auto& [k, v] : ta) EXPECT_TRUE(torch::equal(v, tb.at(k))) << k;
+  EXPECT_TRUE(ta.count("input_proj.weight_orig") && ta.count("input_proj.weight_u") && ta.count("blocks.1.fc2.weight_v"));
+  double s0 = 0;
+  auto dae = load_dae(Trainer::final_dir(b), &s0);
+  EXPECT_DOUBLE_EQ(s0, 0.04);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST(Trainer, RejectsABatchThatRanksCannotSplit) {
+  LocalCommunicator comm;
+  auto cfg = stage1_config(2);
+  cfg.set("stage1.grad_accum=5", "test");
+  EXPECT_THROW(Stage1(cfg, comm, temp_dir("bad"), synthetic_train(), nullptr, false), Error);
+}
+
+TEST(Sigma, LogUniformScheduleDecaysToSigma0) {
+  SigmaSchedule s;
+  s.sigma0 = 0.04, s.sigma_max = 0.08, s.total_steps = 100, s.decay_fraction = 0.2;
+  EXPECT_NEAR(s.upper(0), 0.08, 1e-12);
+  EXPECT_NEAR(s.upper(10), std::sqrt(0.04 * 0.08), 1e-12);
+  EXPECT_NEAR(s.upper(20), 0.04, 1e-12);
+  EXPECT_NEAR(s.upper(90), 0.04, 1e-12);
+  for (double u : {0.0, 0.3, 0.99}) EXPECT_TRUE(s.draw(5, u) >= 0.04 && s.draw(5, u) <= s.upper(5));
+  s.mode = "fixed";
+  EXPECT_EQ(s.draw(0, 0.7), 0.04);
+}
+
+TEST(DaeTable, WienerFiltersOnGaussianData) {
+  // Gaussian data: the noisy-only Wiener filter approaches the oracle; both beat the noisy input; the identity DAE
+  // (zero output projection) equals the noisy input.
+  const int64_t d = 16;
+  const double sigma = 0.3;
+  auto A = torch::randn({d, d}) * torch::linspace(1.0, 0.05, d).unsqueeze(1);
+  auto make = [&](int64_t n) {
+    auto x = torch::matmul(torch::randn({n, d}), A) + 1.0;
+    return std::make_pair(x, x + sigma * torch::randn({n, d}));
+  };
+  auto [xt, yt] = make(20000);
+  InMemoryDataset train(yt, {}, sigma);
+  at::Tensor mean, cov;
+  row_moments(train, 0, mean, cov);
+  auto wn = wiener_from_noisy(mean, cov, sigma);
+  auto [xe, ye] = make(4000);
+  DaeOptions o;
+  o.dim = d, o.hidden = 8, o.depth = 1;
+  Dae identity(o);
+  auto r = dae_row(identity, sigma, wn, xe, ye);
+  EXPECT_NEAR(r.mse_noisy, d * sigma * sigma, 0.05 * d * sigma * sigma);
+  EXPECT_NEAR(r.mse_dae, r.mse_noisy, 1e-9);
+  EXPECT_LT(r.mse_wiener_oracle, 0.8 * r.mse_noisy);
+  EXPECT_LT(r.mse_wiener_noisy_only, 1.02 * r.mse_wiener_oracle);
+  EXPECT_GE(r.mse_wiener_noisy_only, 0.98 * r.mse_wiener_oracle);
+  EXPECT_NE(format_table({{"test", r}}, sigma).find("oracle"), std::string::npos);
+}
