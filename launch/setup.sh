@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libsentencepiece-dev sentencepiece
-  libcpp-httplib-dev libssl-dev
+  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   wordnet-base fortunes-min fortunes
   python3 python3-torch python3-numpy
 )

@@ -234,6 +234,13 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
 
 std::string shard_name(int64_t s) { return fmt::format("shard-{:05d}.h5", s); }
 
+// Clean shards: same rows, dataset "clean", always float32, marked offline_eval_only.
+ShardMeta clean_meta(ShardMeta m) {
+  m.kind = "clean";
+  m.dtype = "float32";
+  return m;
+}
+
 json read_manifest(const std::string& dir, const std::string& split_hint) {
   const std::string p = dir + "/manifest.json";
   if (!file_exists(p))
@@ -329,10 +336,10 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
     DAEI_CHECK(!clean || shard_marked, "{}: not marked offline_eval_only", sh->path);
     DAEI_CHECK(read_attr_i64(root, "schema", sh->path) == kCacheSchema, "{}: schema differs from the manifest",
                sh->path);
-    check_eq(sh->path, "embedder", read_attr_str(root, "embedder", sh->path), c->embedder_);
     double sg = read_attr_f64(root, "sigma", sh->path);
     DAEI_CHECK(sg == c->sigma_, "{}: sigma is {} but the manifest says {} (a shard from another build: delete the "
                "cache folder and build again)", sh->path, sg, c->sigma_);
+    check_eq(sh->path, "embedder", read_attr_str(root, "embedder", sh->path), c->embedder_);
     int64_t d = read_attr_i64(root, "dim", sh->path);
     DAEI_CHECK(d == c->dim_, "{}: dimension mismatch: shard has {}-d vectors, the manifest {}", sh->path, d, c->dim_);
     check_eq(sh->path, "dtype", read_attr_str(root, "dtype", sh->path), c->dtype_);
@@ -659,8 +666,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       plan.dim = emb.dim();
       base.corpus_sha256 = plan.corpus_sha;
       base.dim = plan.dim;
-      ShardMeta cbase = base;
-      cbase.kind = "clean";
+      ShardMeta cbase = clean_meta(base);
       plan.noisy_done = manifest_complete(opt.cache_dir, base, plan.rows, opt.shard_rows);
       plan.clean_done = !opt.clean || manifest_complete(clean_dir, cbase, plan.rows, opt.shard_rows);
       remove_temps(opt.cache_dir);
@@ -672,8 +678,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
         w.row_end = std::min(plan.rows, (s + 1) * opt.shard_rows);
         const std::string p = opt.cache_dir + "/" + shard_name(s);
         if (!plan.noisy_done && !(file_exists(p) && shard_matches(p, w))) plan.noisy_todo.push_back(s);
-        ShardMeta cw = w;
-        cw.kind = "clean";
+        ShardMeta cw = clean_meta(w);
         const std::string cp = clean_dir + "/" + shard_name(s);
         if (!plan.clean_done && !(file_exists(cp) && shard_matches(cp, cw))) plan.clean_todo.push_back(s);
       }
@@ -750,8 +755,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
     }
     if (in(plan.noisy_todo, s)) write_shard(opt.cache_dir + "/" + shard_name(s), w, ids, noisy, texts);
     if (in(plan.clean_todo, s)) {
-      ShardMeta cw = w;
-      cw.kind = "clean";
+      ShardMeta cw = clean_meta(w);
       write_shard(clean_dir + "/" + shard_name(s), cw, ids, clean, texts);
     }
     ++res.shards_built;
@@ -778,8 +782,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       write_file_atomic(opt.cache_dir + "/manifest.json",
                         make_manifest(opt.cache_dir, base, plan.rows, opt.shard_rows, world).dump(1) + "\n");
     if (opt.clean && !plan.clean_done) {
-      ShardMeta cbase = base;
-      cbase.kind = "clean";
+      ShardMeta cbase = clean_meta(base);
       write_file_atomic(clean_dir + "/manifest.json",
                         make_manifest(clean_dir, cbase, plan.rows, opt.shard_rows, world).dump(1) + "\n");
     }
@@ -822,9 +825,9 @@ VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
     DAEI_CHECK(b == next, "{}: manifest rows are not contiguous at {}", dir, path);
     next = e;
     DAEI_CHECK(read_attr_i64(root, "schema", path) == man.at("schema").get<int64_t>(), "{}: schema differs", path);
-    check_eq(path, "embedder", read_attr_str(root, "embedder", path), r.embedder);
     DAEI_CHECK(read_attr_f64(root, "sigma", path) == r.sigma, "{}: sigma is {} but the manifest says {}", path,
                read_attr_f64(root, "sigma", path), r.sigma);
+    check_eq(path, "embedder", read_attr_str(root, "embedder", path), r.embedder);
     DAEI_CHECK(read_attr_i64(root, "dim", path) == r.dim, "{}: dimension mismatch: {}-d, the manifest says {}-d",
                path, read_attr_i64(root, "dim", path), r.dim);
     check_eq(path, "dtype", read_attr_str(root, "dtype", path), r.dtype);

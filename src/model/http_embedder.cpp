@@ -1,6 +1,6 @@
 #include "model/http_embedder.h"
 
-#include <httplib.h>
+#include "model/httplib_config.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -52,14 +52,15 @@ HttpEmbedderOptions HttpEmbedderOptions::from_config(const Config& cfg) {
 HttpEmbedder::HttpEmbedder(HttpEmbedderOptions opt) : opt_(std::move(opt)) {
   const std::string& u = opt_.url;
   DAEI_CHECK(!u.empty(), "embedder.kind=http needs embedder.url (e.g. http://127.0.0.1:8080)");
-  DAEI_CHECK(u.rfind("http://", 0) == 0, "embedder.url must start with http:// (got '{}'; https needs a cpp-httplib "
-             "built with OpenSSL)", u);
-  std::string rest = u.substr(7);
+  const bool tls = u.rfind("https://", 0) == 0;
+  DAEI_CHECK(tls || u.rfind("http://", 0) == 0, "embedder.url must start with http:// or https://, got '{}'", u);
+  std::string rest = u.substr(tls ? 8 : 7);
   if (auto slash = rest.find('/'); slash != std::string::npos) {
     DAEI_CHECK(rest.substr(slash).find_first_not_of('/') == std::string::npos,
-               "embedder.url must be scheme://host:port without a path, got '{}'", u);
+               "embedder.url must be scheme://host[:port] without a path, got '{}'", u);
     rest = rest.substr(0, slash);
   }
+  port_ = tls ? 443 : 80;
   if (auto colon = rest.rfind(':'); colon != std::string::npos) {
     host_ = rest.substr(0, colon);
     try {
@@ -71,6 +72,7 @@ HttpEmbedder::HttpEmbedder(HttpEmbedderOptions opt) : opt_(std::move(opt)) {
     host_ = rest;
   }
   DAEI_CHECK(!host_.empty() && port_ > 0 && port_ < 65536, "embedder.url has no usable host:port: '{}'", u);
+  base_ = fmt::format("{}://{}:{}", tls ? "https" : "http", host_, port_);
   DAEI_CHECK(opt_.batch_size > 0 && opt_.concurrency > 0 && opt_.retries >= 0 && opt_.timeout_s > 0,
              "embedder.batch_size, concurrency and timeout_s must be > 0 and retries >= 0");
   dim_ = opt_.dim;
@@ -82,7 +84,7 @@ int64_t HttpEmbedder::dim() const {
 }
 
 at::Tensor HttpEmbedder::embed_batch(const std::vector<std::string>& texts) const {
-  httplib::Client cli(host_, port_);
+  httplib::Client cli(base_);
   auto to = std::chrono::duration<double>(opt_.timeout_s);
   cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(to));
   cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(to));

@@ -19,7 +19,7 @@ class Server;
 namespace daei {
 
 struct HttpEmbedderOptions {
-  std::string url;           // http://host:port (https needs a build of cpp-httplib with OpenSSL)
+  std::string url;           // http://host:port or https://host[:port]
   std::string model;         // sent as "model"; part of id()
   std::string api_key;       // sent as "Authorization: Bearer …"; never logged or printed
   int64_t dim = 0;           // expected dimension; 0 = learn it from the first answer, then enforce it
@@ -44,7 +44,7 @@ class HttpEmbedder final : public Embedder {
  private:
   at::Tensor embed_batch(const std::vector<std::string>& texts) const;
   HttpEmbedderOptions opt_;
-  std::string host_;
+  std::string host_, base_;
   int port_ = 80;
   mutable std::atomic<int64_t> dim_{0};
   mutable std::atomic<int64_t> requests_{0};

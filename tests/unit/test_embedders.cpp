@@ -1,6 +1,6 @@
 // Issue 5: SHA-256, GloVe embedder, counter-based noise, σ estimation, HTTP client and server.
 #include <gtest/gtest.h>
-#include <httplib.h>
+#include "model/httplib_config.h"
 
 #include <atomic>
 #include <cmath>
