@@ -8,6 +8,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "model/attention_mask.h"
 
 namespace daei {
 namespace {
@@ -213,7 +214,7 @@ BertOutput BertModelImpl::forward(const torch::Tensor& ids, const torch::Tensor&
   h = torch::dropout(emb_norm->forward(h), cfg.hidden_dropout_prob, is_training());
   torch::Tensor bias;
   if (mask.defined())
-    bias = (1.0 - mask.to(h.scalar_type()).unsqueeze(1).unsqueeze(1)) * std::numeric_limits<float>::lowest();
+    bias = additive_attention_mask(mask, h.scalar_type());
   for (size_t i = 0; i < layer->size(); ++i) h = layer->ptr<BertLayerImpl>(i)->forward(h, bias);
   BertOutput out;
   out.last_hidden_state = h;

@@ -140,11 +140,6 @@ void T5Cache::reorder(const torch::Tensor& index) {
       if (t.defined()) t = t.index_select(0, index);
 }
 
-torch::Tensor t5_additive_mask(const torch::Tensor& mask, torch::Dtype dtype) {
-  auto m = mask.to(dtype).unsqueeze(1).unsqueeze(1);
-  return (1.0 - m) * std::numeric_limits<float>::lowest();
-}
-
 torch::Tensor t5_ce_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.reshape({-1}),
                                 {}, at::Reduction::Mean, -100);
@@ -305,13 +300,13 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& inputs_embeds, const tor
       DAEI_CHECK(mask.size(1) == Tk, "t5 decoder: attention mask covers {} positions, expected {}", mask.size(1), Tk);
       allowed = allowed.logical_and(mask.to(torch::kBool).unsqueeze(1).unsqueeze(1));
     }
-    self_mask = (1.0 - allowed.to(dt)) * std::numeric_limits<float>::lowest();
+    self_mask = (1.0 - allowed.to(dt)) * mask_min(dt);
   } else if (mask.defined()) {
-    self_mask = t5_additive_mask(mask, dt);
+    self_mask = additive_attention_mask(mask, dt);
   }
   if (self_mask.defined()) self_bias = self_bias.defined() ? self_bias + self_mask : self_mask;
   torch::Tensor cross_bias;
-  if (is_decoder && enc_mask.defined()) cross_bias = t5_additive_mask(enc_mask, dt);
+  if (is_decoder && enc_mask.defined()) cross_bias = additive_attention_mask(enc_mask, dt);
   if (cache && is_decoder && cache->self_k.size() != block->size()) {
     const auto n = block->size();
     cache->self_k.assign(n, {});

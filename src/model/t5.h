@@ -18,6 +18,8 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include "model/attention_mask.h"
+
 namespace daei {
 
 struct T5Config {
@@ -130,8 +132,6 @@ struct T5Output {
   torch::Tensor decoder_hidden;  // (B, T, d) after final_layer_norm (before the tied-embedding scaling)
 };
 
-// Extended additive attention mask: (B, 1, 1, T) with 0 where mask==1 and a large negative value where 0.
-torch::Tensor t5_additive_mask(const torch::Tensor& mask, torch::Dtype dtype);
 // Mean cross-entropy over positions whose label is not -100 (HF CrossEntropyLoss(ignore_index=-100)).
 torch::Tensor t5_ce_loss(const torch::Tensor& logits, const torch::Tensor& labels);
 

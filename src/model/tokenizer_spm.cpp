@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "model/token_batch.h"
 
 namespace daei {
 namespace {
@@ -131,21 +132,9 @@ std::vector<int64_t> SpmTokenizer::encode(const std::string& text, int64_t max_l
 SpmTokenizer::Batch SpmTokenizer::encode_batch(const std::vector<std::string>& texts, int64_t max_len,
                                                bool pad_to_max) const {
   std::vector<std::vector<int64_t>> rows;
-  int64_t L = pad_to_max ? max_len : 0;
-  for (const auto& t : texts) {
-    rows.push_back(encode(t, max_len));
-    L = std::max<int64_t>(L, static_cast<int64_t>(rows.back().size()));
-  }
-  const int64_t B = static_cast<int64_t>(texts.size());
-  Batch b{torch::full({B, L}, pad_id(), torch::kLong), torch::zeros({B, L}, torch::kLong)};
-  auto ids = b.input_ids.accessor<int64_t, 2>();
-  auto mask = b.attention_mask.accessor<int64_t, 2>();
-  for (int64_t i = 0; i < B; ++i)
-    for (size_t j = 0; j < rows[i].size(); ++j) {
-      ids[i][j] = rows[i][j];
-      mask[i][j] = 1;
-    }
-  return b;
+  for (const auto& t : texts) rows.push_back(encode(t, max_len));
+  auto b = pad_token_rows(rows, pad_id(), pad_to_max ? max_len : 0);
+  return {b.input_ids, b.attention_mask};
 }
 
 std::string SpmTokenizer::decode(const std::vector<int64_t>& ids) const {

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/token_batch.h"
 
 namespace daei {
 namespace {
@@ -319,24 +320,9 @@ std::vector<int64_t> WordPieceTokenizer::encode(const std::string& text, int64_t
 WordPieceTokenizer::Batch WordPieceTokenizer::encode_batch(const std::vector<std::string>& texts, int64_t max_len,
                                                            bool pad_to_max) const {
   std::vector<std::vector<int64_t>> rows;
-  int64_t L = pad_to_max ? max_len : 0;
-  for (const auto& t : texts) {
-    rows.push_back(encode(t, max_len));
-    L = std::max<int64_t>(L, static_cast<int64_t>(rows.back().size()));
-  }
-  const int64_t B = static_cast<int64_t>(texts.size());
-  Batch b;
-  b.input_ids = torch::full({B, L}, pad_, torch::kLong);
-  b.attention_mask = torch::zeros({B, L}, torch::kLong);
-  b.token_type_ids = torch::zeros({B, L}, torch::kLong);
-  auto ids = b.input_ids.accessor<int64_t, 2>();
-  auto mask = b.attention_mask.accessor<int64_t, 2>();
-  for (int64_t i = 0; i < B; ++i)
-    for (size_t j = 0; j < rows[i].size(); ++j) {
-      ids[i][j] = rows[i][j];
-      mask[i][j] = 1;
-    }
-  return b;
+  for (const auto& t : texts) rows.push_back(encode(t, max_len));
+  auto b = pad_token_rows(rows, pad_, pad_to_max ? max_len : 0);
+  return {b.input_ids, b.attention_mask, torch::zeros_like(b.input_ids)};
 }
 
 }  // namespace daei

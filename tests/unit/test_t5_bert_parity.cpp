@@ -124,6 +124,14 @@ TEST(BertParity, MatchesReference) {
   EXPECT_TRUE(st.count("encoder.layer.1.attention.self.query.weight"));
   EXPECT_TRUE(st.count("encoder.layer.0.attention.output.LayerNorm.bias"));
   EXPECT_TRUE(st.count("pooler.dense.weight"));
+  // Saved without the "bert." prefix and reloaded: same outputs.
+  const auto dir = (std::filesystem::temp_directory_path() / ("daei_bert_" + std::to_string(::getpid()))).string();
+  m->save_pretrained(dir);
+  auto m2 = daei::BertModelImpl::from_pretrained(dir);
+  m2->eval();
+  auto out2 = m2->forward(io.at("input_ids"), io.at("attention_mask"), io.at("token_type_ids"));
+  EXPECT_TRUE(torch::equal(out2.last_hidden_state, out.last_hidden_state));
+  std::filesystem::remove_all(dir);
   // Masked mean pooling ignores padded positions.
   auto pooled = daei::masked_mean_pool(out.last_hidden_state, io.at("attention_mask"));
   auto manual = out.last_hidden_state[2].slice(0, 0, 4).mean(0);
