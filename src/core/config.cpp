@@ -5,7 +5,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "build_info.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 
@@ -99,7 +98,8 @@ YAML::Node lookup(const YAML::Node& root, const std::string& key) {
   std::string part;
   while (std::getline(ss, part, '.')) {
     if (!cur.IsMap() || !cur[part]) return YAML::Node(YAML::NodeType::Undefined);
-    cur = cur[part];
+    YAML::Node next = cur[part];
+    cur.reset(next);
   }
   return cur;
 }
@@ -136,7 +136,12 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-Config Config::defaults() { return Config(YAML::Load(DAEI_DEFAULTS_YAML)); }
+// configs/defaults/*.yaml, concatenated at configure time.
+static const char kDefaultsYaml[] =
+#include "defaults_yaml.inc"
+    ;
+
+Config Config::defaults() { return Config(YAML::Load(kDefaultsYaml)); }
 
 Config Config::load(const std::string& file, const std::vector<std::string>& sets) {
   Config c = defaults();
@@ -174,22 +179,21 @@ void Config::set(const std::string& assignment, const std::string& source) {
   } catch (const YAML::Exception&) {
     val = YAML::Node(value);
   }
-  // Build {a: {b: value}} and merge, so the same checks apply as for files.
-  YAML::Node overlay(YAML::NodeType::Map);
-  YAML::Node cur = overlay;
+  // Build {a: {b: value}} and merge, so the same checks apply as for files. (yaml-cpp's Node::operator= assigns
+  // through references, so the nesting is built innermost-first with fresh nodes.)
+  std::vector<std::string> parts;
   std::stringstream ss(key);
   std::string part;
-  std::vector<std::string> parts;
   while (std::getline(ss, part, '.')) parts.push_back(part);
-  for (size_t i = 0; i < parts.size(); ++i) {
+  if (parts.empty() || key.back() == '.') throw UsageError(fmt::format("{}: malformed key '{}'", source, key));
+  YAML::Node inner = val;
+  for (size_t i = parts.size(); i-- > 0;) {
     if (parts[i].empty()) throw UsageError(fmt::format("{}: malformed key '{}'", source, key));
-    if (i + 1 == parts.size()) {
-      cur[parts[i]] = val;
-    } else {
-      cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      cur = cur[parts[i]];
-    }
+    YAML::Node wrap(YAML::NodeType::Map);
+    wrap[parts[i]] = inner;
+    inner.reset(wrap);
   }
+  YAML::Node overlay = inner;
   merge_yaml(overlay, source + " " + key);
 }
 

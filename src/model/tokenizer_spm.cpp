@@ -1,98 +1,22 @@
 #include "model/tokenizer_spm.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cstdlib>
-#include <iostream>
-#include <mutex>
-
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "model/spm_library.h"
 #include "model/token_batch.h"
 
 namespace daei {
-namespace {
 
-// libsentencepiece lives behind libdaei_spm_shim.so (see spm_shim.cpp for why).
-struct SpmShim {
-  void* (*load)(const std::string*, std::string*) = nullptr;
-  void (*destroy)(void*) = nullptr;
-  void (*info)(void*, int*, int*, int*, int*) = nullptr;
-  bool (*encode)(void*, const std::string*, std::vector<int>*, std::string*) = nullptr;
-  bool (*decode)(void*, const std::vector<int>*, std::string*, std::string*) = nullptr;
-  bool (*train)(const std::string*, std::string*) = nullptr;
-};
-
-std::string exe_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
-const SpmShim& shim() {
-  static SpmShim s;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::vector<std::string> tried;
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("DAEI_SPM_SHIM")) candidates.push_back(env);
-#ifdef DAEI_SPM_SHIM_PATH
-    candidates.push_back(DAEI_SPM_SHIM_PATH);
-#endif
-    candidates.push_back(exe_dir() + "/libdaei_spm_shim.so");
-    candidates.push_back(exe_dir() + "/../lib/libdaei_spm_shim.so");
-    candidates.push_back("libdaei_spm_shim.so");
-    void* h = nullptr;
-    std::string errs;
-    for (const auto& c : candidates) {
-      h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-      if (h) break;
-      const char* e = ::dlerror();
-      errs += fmt::format("\n  {}: {}", c, e ? e : "?");
-    }
-    DAEI_CHECK(h, "sentencepiece: cannot load libdaei_spm_shim.so (set DAEI_SPM_SHIM to its path):{}", errs);
-    auto sym = [&](const char* name) {
-      void* p = ::dlsym(h, name);
-      DAEI_CHECK(p, "sentencepiece: libdaei_spm_shim.so lacks {}", name);
-      return p;
-    };
-    auto init = reinterpret_cast<void (*)(std::ostream*, std::ostream*, std::ostream*)>(sym("daei_spm_init"));
-    init(&std::cout, &std::cerr, &std::clog);
-    s.load = reinterpret_cast<decltype(s.load)>(sym("daei_spm_load"));
-    s.destroy = reinterpret_cast<decltype(s.destroy)>(sym("daei_spm_delete"));
-    s.info = reinterpret_cast<decltype(s.info)>(sym("daei_spm_info"));
-    s.encode = reinterpret_cast<decltype(s.encode)>(sym("daei_spm_encode"));
-    s.decode = reinterpret_cast<decltype(s.decode)>(sym("daei_spm_decode"));
-    s.train = reinterpret_cast<decltype(s.train)>(sym("daei_spm_train"));
-  });
-  return s;
-}
-
-}  // namespace
-
-struct SpmHandle {
-  void* h = nullptr;
-  int pad = -1, eos = -1, unk = -1, size = 0;
-  ~SpmHandle() {
-    if (h) shim().destroy(h);
-  }
-};
-
-SpmTokenizer::SpmTokenizer(const std::string& path) : sp_(std::make_unique<SpmHandle>()), path_(path) {
+SpmTokenizer::SpmTokenizer(const std::string& path) : path_(path) {
   DAEI_CHECK(file_exists(path), "{}: no SentencePiece model", path);
-  std::string err;
-  sp_->h = shim().load(&path, &err);
-  DAEI_CHECK(sp_->h, "{}: cannot load SentencePiece model: {}", path, err);
-  shim().info(sp_->h, &sp_->pad, &sp_->eos, &sp_->unk, &sp_->size);
-  DAEI_CHECK(sp_->pad == 0 && sp_->eos == 1 && sp_->unk == 2,
-             "{}: SentencePiece ids pad {} eos {} unk {}; T5 needs pad 0, eos 1, unk 2 (train with --pad_id=0 "
+  sp_ = std::make_unique<spm::Processor>(path);
+  // T5's layout: pad 0, eos 1, unk 2 with sentencepiece's default piece names (t5-base's spiece.model has them).
+  const std::string p0 = sp_->id_to_piece(0), p1 = sp_->id_to_piece(1), p2 = sp_->id_to_piece(2);
+  DAEI_CHECK(sp_->vocab_size() > 3 && p0 == "<pad>" && p1 == "</s>" && p2 == "<unk>",
+             "{}: SentencePiece ids 0/1/2 are '{}'/'{}'/'{}'; T5 needs <pad>/</s>/<unk> (train with --pad_id=0 "
              "--eos_id=1 --unk_id=2 --bos_id=-1)",
-             path, sp_->pad, sp_->eos, sp_->unk);
+             path, p0, p1, p2);
 }
 
 SpmTokenizer::~SpmTokenizer() = default;
@@ -109,16 +33,13 @@ void SpmTokenizer::train(const std::string& corpus, int vocab_size, const std::s
       "--num_threads=2 --minloglevel=2",
       extra, corpus, prefix, vocab_size);  // the first occurrence of a flag wins, so extra_args come first
   LOG_INFO("[model] training SentencePiece: {}", args);
-  std::string err;
-  DAEI_CHECK(shim().train(&args, &err), "{}: SentencePiece training failed: {}", corpus, err);
+  spm::train(args);
 }
 
-int64_t SpmTokenizer::vocab_size() const { return sp_->size; }
+int64_t SpmTokenizer::vocab_size() const { return sp_->vocab_size(); }
 
 std::vector<int64_t> SpmTokenizer::encode(const std::string& text, int64_t max_len, bool add_eos) const {
-  std::vector<int> ids;
-  std::string err;
-  DAEI_CHECK(shim().encode(sp_->h, &text, &ids, &err), "{}: encode failed: {}", path_, err);
+  const std::vector<int> ids = sp_->encode(text);
   std::vector<int64_t> out(ids.begin(), ids.end());
   if (max_len > 0) {
     const int64_t room = add_eos ? max_len - 1 : max_len;
@@ -142,9 +63,7 @@ std::string SpmTokenizer::decode(const std::vector<int64_t>& ids) const {
   const int64_t n = vocab_size();
   for (int64_t id : ids)
     if (id != pad_id() && id != eos_id() && id != unk_id() && id >= 0 && id < n) keep.push_back(static_cast<int>(id));
-  std::string out, err;
-  DAEI_CHECK(shim().decode(sp_->h, &keep, &out, &err), "{}: decode failed: {}", path_, err);
-  return out;
+  return sp_->decode(keep);
 }
 
 std::vector<std::string> SpmTokenizer::decode_batch(const torch::Tensor& ids) const {

@@ -1,6 +1,5 @@
 // SentencePiece tokenizer for T5 (Debian libsentencepiece): pad 0, eos 1, unk 2, no bos, as in T5's spiece.model.
-// libsentencepiece is reached through libdaei_spm_shim.so, opened with dlopen (see spm_shim.cpp); it is looked
-// for at $DAEI_SPM_SHIM, the build tree, next to the executable and on the library path.
+// libsentencepiece is reached through daei::spm (spm_library.h), which dlopens libdaei_spm.so.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,8 +8,7 @@
 #include <torch/types.h>
 
 namespace daei {
-
-struct SpmHandle;
+namespace spm { class Processor; }
 
 class SpmTokenizer {
  public:
@@ -44,7 +42,7 @@ class SpmTokenizer {
   int64_t unk_id() const { return 2; }
 
  private:
-  std::unique_ptr<SpmHandle> sp_;
+  std::unique_ptr<spm::Processor> sp_;
   std::string path_;
 };
 

@@ -1,0 +1,45 @@
+// The subcommand registry. Each src/cli/cmd_*.cpp registers itself with DAEI_SUBCOMMAND; main builds the command
+// line from what is registered, so `daei --help` lists exactly the subcommands that exist.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "dist/communicator.h"
+#include "dist/mpi_process.h"
+
+namespace CLI {
+class App;
+}
+
+namespace daei::cli {
+
+struct Context {
+  Config config{YAML::Node()};
+  std::unique_ptr<Communicator> comm;
+  ProcessInfo proc;
+  std::string run_dir;  // run.root/run.name
+};
+
+struct SubcommandSpec {
+  std::vector<std::string> path;  // {"cache", "build"}
+  std::string help;
+  std::function<void(CLI::App&)> add_options;  // subcommand-specific flags bound to file-static variables
+  std::function<int(Context&)> run;
+  bool uses_run_dir = true;       // save config.yaml and log to run_dir/daei.log
+};
+
+int register_subcommand(SubcommandSpec spec);
+const std::vector<SubcommandSpec>& subcommands();
+
+// The communicator the config asks for (dist.backend: auto | local | mpi | nccl).
+std::unique_ptr<Communicator> make_communicator(const Config& cfg, const ProcessInfo& proc);
+
+}  // namespace daei::cli
+
+#define DAEI_CONCAT_INNER(a, b) a##b
+#define DAEI_CONCAT(a, b) DAEI_CONCAT_INNER(a, b)
+#define DAEI_SUBCOMMAND(...) \
+  static const int DAEI_CONCAT(daei_subcommand_, __LINE__) = ::daei::cli::register_subcommand(__VA_ARGS__)

@@ -1,0 +1,185 @@
+// daei: thin main. Parses the command line, starts MPI and logging, resolves the layered config, then hands over
+// to the registered subcommand. Exit codes: 0 ok, 1 error, 2 usage, 75 stopped on request after a checkpoint.
+#include <hdf5.h>
+#include <mpi.h>
+#include <torch/version.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "build_info.h"
+#include "cli/app.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#ifdef DAEI_HAVE_NCCL
+#include "dist/nccl_raw.h"
+#endif
+
+namespace daei::cli {
+namespace {
+
+std::vector<SubcommandSpec>& registry() {
+  static std::vector<SubcommandSpec> r;
+  return r;
+}
+
+struct CommonOptions {
+  std::string config_file;
+  std::vector<std::string> sets;
+  bool dump_config = false;
+  bool log_all_ranks = false;
+};
+
+void add_common(CLI::App& app, CommonOptions& o) {
+  app.add_option("--config", o.config_file, "YAML config file layered over the built-in defaults");
+  app.add_option("--set", o.sets, "override one key: --set a.b=value (repeatable)")->take_all();
+  app.add_flag("--dump-config", o.dump_config, "print the resolved config and exit");
+  app.add_flag("--log-all-ranks", o.log_all_ranks, "log info from every rank, not only rank 0");
+}
+
+std::string library_versions() {
+  char mpi_ver[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(mpi_ver, &len);
+  std::string mpi(mpi_ver, len);
+  if (auto nl = mpi.find_first_of(",\n"); nl != std::string::npos) mpi = mpi.substr(0, nl);
+  unsigned h5a, h5b, h5c;
+  H5get_libversion(&h5a, &h5b, &h5c);
+  std::string s = fmt::format("libtorch {}, {}, HDF5 {}.{}.{}", TORCH_VERSION, mpi, h5a, h5b, h5c);
+#ifdef DAEI_HAVE_NCCL
+  s += fmt::format(", NCCL headers {}", nccl_raw::header_version_code());
+#else
+  s += ", NCCL not compiled";
+#endif
+  return s;
+}
+
+std::string current_git_rev() {
+  // The configure-time revision goes stale after a commit; ask git at run time when the source tree is there.
+  std::string rev = DAEI_GIT_REV;
+  if (FILE* p = popen("git -C \"" DAEI_SOURCE_DIR "\" rev-parse --short=12 HEAD 2>/dev/null", "r")) {
+    char buf[64] = {0};
+    if (fgets(buf, sizeof buf, p)) rev = std::string(buf).substr(0, std::string(buf).find('\n'));
+    pclose(p);
+  }
+  return rev;
+}
+
+int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, char** argv) {
+  Context ctx;
+  ctx.proc = MpiProcess::init(&argc, &argv);
+  logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks);
+  ctx.config = Config::load(opt.config_file, opt.sets);
+  if (opt.dump_config) {
+    if (ctx.proc.rank == 0) std::cout << ctx.config.dump();
+    return kExitOk;
+  }
+  logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks || ctx.config.flag("log.all_ranks"),
+                ctx.config.str("log.level"));
+  ctx.comm = make_communicator(ctx.config, ctx.proc);
+  ctx.run_dir = (std::filesystem::path(ctx.config.str("run.root")) / ctx.config.str("run.name")).string();
+  if (spec.uses_run_dir && ctx.proc.rank == 0) {
+    make_dirs(ctx.run_dir);
+    logging::add_file(ctx.run_dir + "/daei.log");
+  }
+  std::string cmdline;
+  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
+  LOG_INFO("[main] {}", cmdline);
+  LOG_INFO("[main] daei {} | {}", current_git_rev(), library_versions());
+  auto hosts = ctx.comm->allgather(fmt::format("{}:{}(local {})", ctx.proc.rank, ctx.proc.host, ctx.proc.local_rank));
+  std::string map;
+  for (auto& h : hosts) map += (map.empty() ? "" : ", ") + h;
+  LOG_INFO("[dist] {} backend, world {}: {}", ctx.comm->kind(), ctx.comm->size(), map);
+  if (spec.uses_run_dir && ctx.proc.rank == 0) ctx.config.save(ctx.run_dir + "/config.yaml");
+  return spec.run(ctx);
+}
+
+}  // namespace
+
+int register_subcommand(SubcommandSpec spec) {
+  registry().push_back(std::move(spec));
+  return static_cast<int>(registry().size());
+}
+const std::vector<SubcommandSpec>& subcommands() { return registry(); }
+
+std::unique_ptr<Communicator> make_communicator(const Config& cfg, const ProcessInfo& proc) {
+  const std::string backend = cfg.str("dist.backend");
+  if (backend == "local") {
+    DAEI_CHECK(proc.world == 1, "dist.backend=local but MPI started {} ranks", proc.world);
+    return std::make_unique<LocalCommunicator>();
+  }
+  if (backend == "nccl" || (backend == "auto" && nccl_communicator_available()))
+    return make_nccl_communicator(proc.local_rank);  // device = local rank modulo count, inside
+  if (backend == "mpi" || backend == "auto") return make_mpi_communicator();
+  throw UsageError(fmt::format("dist.backend must be auto, local, mpi or nccl, got '{}'", backend));
+}
+
+}  // namespace daei::cli
+
+int main(int argc, char** argv) {
+  using namespace daei;
+  using namespace daei::cli;
+  CLI::App app{"daei: measure how much text leaks from noise-protected text embeddings (DAEI attack)"};
+  app.set_version_flag("--version", std::string("daei ") + DAEI_GIT_REV);
+  app.require_subcommand(0, 1);
+  CommonOptions opt;
+  add_common(app, opt);
+
+  // Build the (possibly nested) subcommands from the registry.
+  std::map<std::string, CLI::App*> nodes;
+  std::map<CLI::App*, const SubcommandSpec*> leaves;
+  for (const auto& spec : subcommands()) {
+    CLI::App* parent = &app;
+    std::string key;
+    for (size_t i = 0; i < spec.path.size(); ++i) {
+      key += "/" + spec.path[i];
+      auto it = nodes.find(key);
+      if (it == nodes.end()) {
+        bool leaf = i + 1 == spec.path.size();
+        auto* sub = parent->add_subcommand(spec.path[i], leaf ? spec.help : "");
+        if (!leaf) sub->require_subcommand(1, 1);
+        it = nodes.emplace(key, sub).first;
+      }
+      parent = it->second;
+    }
+    parent->description(spec.help);
+    add_common(*parent, opt);
+    if (spec.add_options) spec.add_options(*parent);
+    leaves[parent] = &spec;
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+
+  const SubcommandSpec* chosen = nullptr;
+  for (auto& [node, spec] : leaves)
+    if (node->parsed()) chosen = spec;
+
+  int rc = kExitOk;
+  try {
+    if (chosen) {
+      rc = run_subcommand(*chosen, opt, argc, argv);
+    } else if (opt.dump_config) {
+      std::cout << Config::load(opt.config_file, opt.sets).dump();
+    } else {
+      std::cout << app.help();
+      rc = kExitUsage;
+    }
+  } catch (const UsageError& e) {
+    std::cerr << "daei: error: " << e.what() << "\n";
+    rc = kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "daei: error: " << e.what() << "\n";
+    rc = kExitError;
+    // One rank failing alone would leave the others blocked in a collective: take the job down.
+    if (MpiProcess::initialized() && MpiProcess::info().world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
+  }
+  MpiProcess::finalize();
+  return rc;
+}

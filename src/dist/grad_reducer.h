@@ -1,0 +1,45 @@
+// Data-parallel gradient averaging for libtorch, which has no DDP in C++. After backward():
+//   reducer.reduce();   // every parameter's .grad becomes the mean over ranks
+// Gradients are packed into flat buckets (~25 MB, one dtype each, fixed registration order, so every rank issues
+// the same sequence of collectives), all-reduced, averaged and written back. A parameter without a gradient on
+// some rank counts as zeros there, so it still takes part and ranks never disagree on the bucket layout.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+#include <torch/types.h>
+
+namespace daei {
+
+class Communicator;
+
+struct Bucket {
+  at::ScalarType dtype;
+  std::vector<size_t> params;   // indices into the parameter list, in order
+  std::vector<int64_t> offsets; // element offset of each parameter in the flat buffer
+  int64_t numel = 0;
+};
+
+// Pure layout function (tested without MPI): parameters are taken in order; a new bucket starts when the dtype
+// changes or the cap would be exceeded; a parameter larger than the cap gets a bucket of its own.
+std::vector<Bucket> plan_buckets(const std::vector<int64_t>& numels, const std::vector<at::ScalarType>& dtypes,
+                                 int64_t cap_bytes);
+
+class GradReducer {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = 25 << 20;
+  GradReducer(Communicator& comm, std::vector<at::Tensor> params, int64_t cap_bytes = kDefaultBucketBytes);
+
+  // Copies rank 0's parameter values to every rank (call once before training).
+  void broadcast_parameters(int root = 0);
+  // Averages gradients across ranks in place.
+  void reduce();
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+ private:
+  Communicator& comm_;
+  std::vector<at::Tensor> params_;
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace daei

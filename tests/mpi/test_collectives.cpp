@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+#include "dist/control.h"
+#include "dist/grad_reducer.h"
+#include "dist/mpi_process.h"
+
+using namespace daei;
+
+namespace {
+std::unique_ptr<Communicator>& comm() {
+  static auto c = make_mpi_communicator();
+  return c;
+}
+}  // namespace
+
+TEST(Mpi, RankInfo) {
+  auto& c = *comm();
+  EXPECT_GE(c.size(), 2);
+  EXPECT_EQ(c.size(), MpiProcess::info().world);
+  EXPECT_GE(c.local_rank(), 0);
+  EXPECT_LT(c.local_rank(), c.size());
+}
+
+TEST(Mpi, AllreduceEveryDtype) {
+  auto& c = *comm();
+  const int W = c.size(), r = c.rank();
+  const double sum = W * (W - 1) / 2.0;  // sum of ranks
+  for (auto dt : {torch::kFloat32, torch::kFloat64, torch::kFloat16, torch::kBFloat16}) {
+    auto t = torch::full({5}, r, dt);
+    c.allreduce(t, ReduceOp::Sum);
+    EXPECT_TRUE(torch::allclose(t.to(torch::kFloat64), torch::full({5}, sum, torch::kFloat64)));
+    t = torch::full({3}, r, dt);
+    c.allreduce(t, ReduceOp::Avg);
+    EXPECT_NEAR(t[0].item<double>(), sum / W, 1e-2);
+    t = torch::full({2}, r, dt);
+    c.allreduce(t, ReduceOp::Max);
+    EXPECT_EQ(t[1].item<double>(), W - 1);
+  }
+  for (auto dt : {torch::kInt64, torch::kInt32, torch::kUInt8}) {
+    auto t = torch::full({4}, r + 1, dt);
+    c.allreduce(t, ReduceOp::Sum);
+    EXPECT_EQ(t[3].item<int64_t>(), W * (W + 1) / 2);
+  }
+  auto nc = torch::arange(6, torch::kFloat32).view({2, 3}).t();  // non-contiguous
+  c.allreduce(nc, ReduceOp::Sum);
+  EXPECT_TRUE(torch::equal(nc, torch::arange(6, torch::kFloat32).view({2, 3}).t() * W));
+  EXPECT_EQ(c.allreduce(int64_t(r), ReduceOp::Max), W - 1);
+  EXPECT_DOUBLE_EQ(c.allreduce(1.5, ReduceOp::Sum), 1.5 * W);
+}
+
+TEST(Mpi, BroadcastAndAllgather) {
+  auto& c = *comm();
+  auto t = torch::full({3}, c.rank() + 10, torch::kFloat64);
+  c.broadcast(t, 1);
+  EXPECT_EQ(t[0].item<double>(), 11.0);
+  auto h = torch::full({2}, c.rank() * 0.5, torch::kBFloat16);
+  c.broadcast(h, 0);
+  EXPECT_EQ(h[1].item<double>(), 0.0);
+  std::string s = c.rank() == 0 ? "hello from root" : "";
+  EXPECT_EQ(c.broadcast(s, 0), "hello from root");
+  auto all = c.allgather("r" + std::to_string(c.rank()) + std::string(c.rank(), 'x'));
+  ASSERT_EQ(static_cast<int>(all.size()), c.size());
+  for (int i = 0; i < c.size(); ++i) EXPECT_EQ(all[i], "r" + std::to_string(i) + std::string(i, 'x'));
+  c.barrier();
+}
+
+// A small MLP trained 20 AdamW steps on one fixed global batch: N ranks on B/N == 1 rank on B.
+TEST(Mpi, DataParallelEquivalence) {
+  auto& c = *comm();
+  const int W = c.size();
+  const int64_t B = 12;  // divisible by 2 and 3
+  ASSERT_EQ(B % W, 0);
+  torch::manual_seed(3);
+  auto X = torch::randn({B, 6});
+  auto Y = torch::randn({B, 2});
+  auto make = [] {
+    torch::manual_seed(17);
+    return torch::nn::Sequential(torch::nn::Linear(6, 16), torch::nn::Tanh(), torch::nn::Linear(16, 2));
+  };
+  auto train = [&](torch::nn::Sequential net, Communicator* dp, torch::Tensor x, torch::Tensor y) {
+    torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+    std::unique_ptr<GradReducer> red;
+    if (dp) {
+      red = std::make_unique<GradReducer>(*dp, net->parameters());
+      red->broadcast_parameters();
+    }
+    for (int step = 0; step < 20; ++step) {
+      opt.zero_grad();
+      auto loss = torch::mse_loss(net->forward(x), y);
+      loss.backward();
+      if (red) red->reduce();
+      torch::nn::utils::clip_grad_norm_(net->parameters(), 0.5);  // sees the global gradient
+      opt.step();
+    }
+    return net;
+  };
+  auto ref = train(make(), nullptr, X, Y);
+  // Rank 0 starts from different weights on purpose: broadcast_parameters must fix that.
+  auto dist = make();
+  if (c.rank() == 0) {
+    torch::NoGradGuard ng;
+    for (auto& p : dist->parameters()) p.add_(0.0);
+  } else {
+    torch::NoGradGuard ng;
+    for (auto& p : dist->parameters()) p.add_(1.0);
+  }
+  const int64_t b = B / W;
+  dist = train(dist, &c, X.narrow(0, c.rank() * b, b), Y.narrow(0, c.rank() * b, b));
+  auto pr = ref->parameters(), pd = dist->parameters();
+  double max_diff = 0;
+  for (size_t i = 0; i < pr.size(); ++i) max_diff = std::max(max_diff, (pr[i] - pd[i]).abs().max().item<double>());
+  EXPECT_LE(max_diff, 1e-6) << "world " << W;
+  // And every rank holds the same parameters.
+  for (auto& p : pd) {
+    auto mx = p.detach().clone(), mn = -p.detach().clone();
+    c.allreduce(mx, ReduceOp::Max);
+    c.allreduce(mn, ReduceOp::Max);
+    EXPECT_TRUE(torch::equal(mx, -mn));
+  }
+}
+
+TEST(Mpi, GradReducerZeroForMissingGrad) {
+  auto& c = *comm();
+  auto a = torch::zeros({3}, torch::requires_grad());
+  auto b = torch::zeros({2}, torch::requires_grad());
+  // Only rank 0 produces a gradient for b.
+  auto loss = a.sum() * (c.rank() + 1);
+  if (c.rank() == 0) loss = loss + b.sum() * 6;
+  loss.backward();
+  GradReducer red(c, {a, b});
+  red.reduce();
+  const double W = c.size();
+  EXPECT_NEAR(a.grad()[0].item<double>(), (W + 1) / 2.0, 1e-6);
+  EXPECT_NEAR(b.grad()[1].item<double>(), 6.0 / W, 1e-6);
+}
+
+TEST(Mpi, CollectiveStop) {
+  auto& c = *comm();
+  int last = -1;
+  for (int step = 1; step <= 20; ++step) {
+    last = step;
+    ControlWord local;
+    local.stop = (c.rank() == c.size() - 1 && step == 7);
+    if (agree(c, local).stop) break;
+  }
+  auto all = c.allgather(std::to_string(last));
+  for (auto& s : all) EXPECT_EQ(s, "7");
+}
