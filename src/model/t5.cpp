@@ -280,9 +280,10 @@ T5StackImpl::T5StackImpl(const T5Config& c, bool dec) : cfg(c), is_decoder(dec) 
 
 torch::Tensor T5StackImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& mask,
                                    const torch::Tensor& enc, const torch::Tensor& enc_mask, T5Cache* cache) {
+  DAEI_ASSERT(cache == nullptr || is_decoder, "t5: a key/value cache is for the decoder stack only");
   const double p = cfg.dropout_rate;
   auto h = torch::dropout(inputs_embeds, p, is_training());
-  const int64_t B = h.size(0), T = h.size(1);
+  const int64_t T = h.size(1);
   const int64_t past = cache ? cache->length() : 0;
   const int64_t Tk = past + T;
   const auto dt = h.scalar_type();
@@ -332,7 +333,6 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& inputs_embeds, const tor
     auto ff = layers->ptr<T5SubLayerImpl>(next);
     h = h + torch::dropout(ff->ff->forward(ff->layer_norm->forward(h)), p, is_training());
   }
-  (void)B;
   h = final_layer_norm->forward(h);
   return torch::dropout(h, p, is_training());
 }

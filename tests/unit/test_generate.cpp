@@ -110,6 +110,64 @@ TEST(Generate, CacheOnOffAndBeamOneEqualGreedy) {
   }
 }
 
+// With length_penalty 0 and more beams than live prefixes, beam search must find the most likely sequence among
+// all of them, checked by enumeration: every eos-terminated sequence up to max_length and the truncated ones, or,
+// with min_length forbidding eos, only the truncated ones (there greedy often misses the optimum).
+TEST(Generate, BeamSearchFindsExhaustiveOptimum) {
+  torch::manual_seed(11);
+  // Untied, with a softened random lm_head: a tied random T5 mostly predicts its current input token again, a
+  // distribution on which greedy is already optimal.
+  auto cfg = tiny_config("gated-gelu", false);
+  cfg.vocab_size = 5;  // tokens 0 (pad) .. 4; eos = 1
+  daei::T5Model m(cfg);
+  m->eval();
+  {
+    torch::NoGradGuard ng;
+    m->lm_head->weight.mul_(0.25);
+  }
+  const int64_t V = cfg.vocab_size, eos = cfg.eos_token_id;
+  for (bool allow_eos : {true, false}) {
+    daei::GenerateOptions o;
+    o.max_length = 4;  // 3 generated tokens
+    o.num_beams = 30;  // > 5^2 live prefixes at the last step
+    o.length_penalty = 0.0;
+    o.min_length = allow_eos ? 0 : 4;
+    std::vector<std::vector<int64_t>> seqs;
+    if (allow_eos) seqs.push_back({0, eos, 0, 0});
+    for (int64_t a = 0; a < V; ++a) {
+      if (a == eos) continue;
+      if (allow_eos) seqs.push_back({0, a, eos, 0});
+      for (int64_t b = 0; b < V; ++b) {
+        if (b == eos) continue;
+        if (allow_eos) seqs.push_back({0, a, b, eos});
+        for (int64_t c = 0; c < V; ++c)
+          if (c != eos) seqs.push_back({0, a, b, c});
+      }
+    }
+    auto all = torch::zeros({static_cast<int64_t>(seqs.size()), 4}, torch::kLong);
+    for (size_t i = 0; i < seqs.size(); ++i)
+      for (int t = 0; t < 4; ++t) all[i][t] = seqs[i][t];
+    const int64_t n = all.size(0);
+    int greedy_missed = 0;
+    for (int trial = 0; trial < 20; ++trial) {
+      auto e = torch::randn({1, 3, cfg.d_model});
+      auto mask = torch::ones({1, 3}, torch::kLong);
+      std::vector<int64_t> lens;
+      auto lp = teacher_forced_logprob(*m, e.expand({n, 3, cfg.d_model}), mask.expand({n, 3}), all, &lens);
+      const auto best = std::max_element(lp.begin(), lp.end()) - lp.begin();
+      auto want = all[best].slice(0, 0, 1 + lens[best]);
+      auto out = daei::t5_beam_search(*m, e, mask, o);
+      EXPECT_TRUE(torch::equal(out.sequences[0].slice(0, 0, want.size(0)), want)) << out.sequences << want;
+      EXPECT_NEAR(out.scores[0].item<double>(), lp[best], 1e-4);
+      auto g = daei::t5_greedy(*m, e, mask, o);
+      greedy_missed += !torch::equal(g.sequences[0].slice(0, 0, want.size(0)), want);
+    }
+    std::printf("[generate] exhaustive check (eos %s): greedy missed the optimum in %d of 20 trials\n",
+                allow_eos ? "allowed" : "forbidden", greedy_missed);
+    EXPECT_GT(greedy_missed, 0) << "the check does not tell beam search from greedy";
+  }
+}
+
 TEST(Generate, TrainedTinyModelCopiesSequence) {
   torch::manual_seed(3);
   auto cfg = tiny_config("gated-gelu", false);
