@@ -1,6 +1,6 @@
 // The SURE training step of stage 1 at the paper's sizes (d 768, H 1024, depth 3, batch 256, K 5): forward,
 // divergence, backward and an AdamW step, for each divergence option. Prints one JSON line per option.
-//   daei_bench_sure [--steps N] [--dim D] [--hidden H] [--depth L] [--batch B] [--probes K]
+//   build/bench_sure_bench [--steps N] [--dim D] [--hidden H] [--depth L] [--batch B] [--probes K]
 #include <torch/torch.h>
 
 #include <chrono>

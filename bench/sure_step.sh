@@ -7,7 +7,7 @@ BUILD=${1:-build}
 STEPS=${STEPS:-5}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 t0=$(date +%s)
-cpp=$("$BUILD"/daei_bench_sure --steps "$STEPS")
+cpp=$("$BUILD"/bench_sure_bench --steps "$STEPS")
 py=$(/usr/bin/python3 bench/sure_reference.py --steps "$STEPS")
 t1=$(date +%s)
 mkdir -p results

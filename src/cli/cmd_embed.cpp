@@ -1,0 +1,128 @@
+// daei embed | serve-embedder | estimate-sigma: the release interface, queried, served and measured (issue 5).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <torch/torch.h>
+
+#include "cli/app.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "model/embedder.h"
+#include "model/http_embedder.h"
+
+namespace daei::cli {
+namespace {
+
+std::vector<std::string> g_texts;
+bool g_embed_json = false;
+
+int run_embed(Context& ctx) {
+  DAEI_CHECK(!g_texts.empty(), "give at least one --text");
+  auto emb = make_embedder(ctx.config);
+  std::vector<std::string> keys;
+  for (const auto& t : g_texts) keys.push_back("embed/" + t);
+  at::Tensor noisy = emb->embed(g_texts, keys);
+  at::Tensor clean;
+  if (emb->adds_noise()) clean = emb->clean(g_texts);
+  for (size_t i = 0; i < g_texts.size(); ++i) {
+    auto row = [&](const at::Tensor& t) {
+      auto r = t[i].contiguous();
+      return std::vector<float>(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
+    };
+    if (g_embed_json) {
+      nlohmann::json j{{"text", g_texts[i]}, {"embedder", emb->id()}, {"sigma", emb->sigma()}};
+      j["clean"] = clean.defined() ? nlohmann::json(row(clean)) : nlohmann::json(nullptr);
+      j["noisy"] = row(noisy);
+      std::cout << j.dump() << "\n";
+    } else {
+      std::string line = fmt::format("{}\tdim {}", g_texts[i], noisy.size(1));
+      if (clean.defined()) {
+        double cos = torch::cosine_similarity(clean[i], noisy[i], 0).item<double>();
+        line += fmt::format("  |clean| {:.4f}  cos(clean, noisy) {:.4f}", clean[i].norm().item<double>(), cos);
+      }
+      line += fmt::format("  noisy[0:4] {:.4f} {:.4f} {:.4f} {:.4f}", noisy[i][0].item<float>(),
+                          noisy[i][1].item<float>(), noisy[i][2].item<float>(), noisy[i][3].item<float>());
+      std::cout << line << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+DAEI_SUBCOMMAND(SubcommandSpec{
+    {"embed"},
+    "print the clean and noisy embeddings of --text lines (one line each; --json for JSON lines)",
+    [](CLI::App& a) {
+      a.add_option("--text", g_texts, "a text to embed (repeatable)")->required();
+      a.add_flag("--json", g_embed_json, "one JSON object a line: {text, clean, noisy}");
+    },
+    run_embed, /*uses_run_dir=*/false});
+
+int g_port = -1;
+std::string g_host;
+
+int run_serve(Context& ctx) {
+  auto emb = make_embedder(ctx.config);
+  auto opt = ServerOptions::from_config(ctx.config);
+  if (g_port >= 0) opt.port = g_port;
+  if (!g_host.empty()) opt.host = g_host;
+  if (opt.host != "127.0.0.1" && opt.host != "localhost" && opt.host != "::1")
+    LOG_WARN("[serve] binding {}: reachable from other hosts", opt.host);
+  EmbeddingServer server([emb](const std::vector<std::string>& t) { return emb->embed(t); }, opt);
+  signals::install_stop_handlers();
+  std::signal(SIGINT, [](int) { signals::request_stop(); });
+  server.start();
+  LOG_INFO("[serve] {} (sigma {}, {} noise) on http://{}:{}/v1/embeddings{}", emb->id(), emb->sigma(),
+           emb->adds_noise() ? "local" : "remote", opt.host, server.port(), opt.api_key.empty() ? "" : " (bearer key)");
+  std::cout << "listening http://" << opt.host << ":" << server.port() << std::endl;
+  while (!signals::stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  server.stop();
+  LOG_INFO("[serve] stopped after {} embeddings", server.served());
+  return kExitOk;
+}
+
+DAEI_SUBCOMMAND(SubcommandSpec{
+    {"serve-embedder"},
+    "serve the configured (noisy) embedder over HTTP: POST /v1/embeddings (OpenAI-style); SIGTERM/SIGINT stop it",
+    [](CLI::App& a) {
+      a.add_option("--port", g_port, "port (default server.port; 0 picks a free one)");
+      a.add_option("--host", g_host, "address to bind (default server.host = 127.0.0.1)");
+    },
+    run_serve, /*uses_run_dir=*/false});
+
+bool g_sigma_json = false;
+int64_t g_repeats = 0;
+
+int run_estimate(Context& ctx) {
+  auto emb = make_embedder(ctx.config);
+  const int64_t repeats = g_repeats > 0 ? g_repeats : ctx.config.integer("estimate.repeats");
+  const int64_t m = ctx.config.integer("estimate.texts");
+  const auto& all = calibration_texts();
+  DAEI_CHECK(m >= 1 && m <= int64_t(all.size()), "estimate.texts must be in 1..{}, got {}", all.size(), m);
+  std::vector<std::string> texts(all.begin(), all.begin() + m);
+  auto est = estimate_sigma([&](const std::vector<std::string>& t) { return emb->embed(t); }, texts, repeats);
+  if (g_sigma_json) {
+    std::cout << nlohmann::json{{"sigma_hat", est.sigma}, {"rel_se", est.rel_se}, {"queries", est.queries},
+                                {"texts", est.texts}, {"repeats", est.repeats}, {"dim", est.dim},
+                                {"embedder", emb->id()}}.dump()
+              << "\n";
+  } else {
+    std::cout << fmt::format("sigma_hat {:.6f}  rel. s.e. {:.2f}%  ({} queries: {} texts x {} repeats, dim {})\n",
+                             est.sigma, 100 * est.rel_se, est.queries, est.texts, est.repeats, est.dim);
+  }
+  return kExitOk;
+}
+
+DAEI_SUBCOMMAND(SubcommandSpec{
+    {"estimate-sigma"},
+    "estimate the release interface's noise sigma from repeated queries (paper eq. 3) with its relative s.e.",
+    [](CLI::App& a) {
+      a.add_flag("--json", g_sigma_json, "one JSON line: sigma_hat, rel_se, queries, ...");
+      a.add_option("--repeats", g_repeats, "queries per calibration text (default estimate.repeats)");
+    },
+    run_estimate, /*uses_run_dir=*/false});
+
+}  // namespace
+}  // namespace daei::cli

@@ -1,0 +1,123 @@
+// Noisy-embedding caches (issue 4): MPI-sharded HDF5 files written by `daei cache build`, read by training
+// through NoisyCache (a NoisyDataset), checked by `daei cache verify`.
+//
+//   cache/SPLIT/shard-00000.h5   ids[N] int64, noisy[N,d] float16|float32, text[bytes] uint8 (UTF-8, rows
+//                                concatenated) + text_offsets[N+1] int64; every dataset chunked by rows (~1 MB)
+//                                with fletcher32; file format 1.10 (metadata checksums). Attributes: schema,
+//                                embedder, sigma, noise_seed, dim, dtype, split, row_begin, row_end, corpus_sha256,
+//                                content_sha256.
+//   cache/SPLIT/manifest.json    written last by rank 0 = DONE: shards, rows, per-shard digests, embedder, σ, dim…
+//   cache/SPLIT/clean/...        clean embeddings (`--clean`, evaluation splits): same layout with clean[N,d]
+//                                float32 and attribute offline_eval_only = 1. Only CleanCache opens them.
+//
+// Content digest: SHA-256 over rows in order, each row = id (int64 LE) ‖ vector bytes as stored ‖ text length
+// (uint64 LE) ‖ text bytes. It does not depend on the shard size or on how many ranks wrote the cache.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "data/dataset.h"
+
+namespace daei {
+
+class Config;
+class Communicator;
+class NoisyEmbedder;
+
+constexpr int kCacheSchema = 1;
+
+struct CacheBuildOptions {
+  std::string split;           // train, val, test, ood-fortunes, ...
+  std::string corpus_file;     // corpus/SPLIT.jsonl
+  std::string cache_dir;       // cache/SPLIT
+  int64_t shard_rows = 20000;
+  int64_t batch_size = 256;    // texts per embedder call
+  std::string dtype = "float16";  // float16 | float32
+  bool clean = false;          // also write clean/ (offline evaluation only)
+  bool clean_train_reference = false;  // allow clean embeddings of the training split (clean-to-clean reference)
+  double max_rows_per_s = 0;   // per-rank query rate limit (0 = none): be gentle with a remote service
+  static CacheBuildOptions from_config(const Config& cfg, const std::string& run_dir, const std::string& split);
+};
+
+struct CacheBuildResult {
+  int64_t rows = 0, shards = 0, shards_built = 0, rows_built = 0;  // rows_built: by all ranks in this run
+  double seconds = 0;
+  bool already_complete = false;
+};
+
+// Collective over comm: every rank calls it. Shards round-robin over ranks; complete shards are kept; rank 0
+// writes manifest.json after a barrier.
+CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& embedder, Communicator& comm);
+
+struct VerifyResult {
+  int64_t rows = 0, shards = 0, dim = 0;
+  std::string digest, embedder, dtype;
+  double sigma = 0;
+};
+// Checks every shard's checksums (fletcher32 on read, content digest) and attributes against the manifest.
+// Throws Error naming the shard on the first problem. kind = "noisy" or "clean".
+VerifyResult verify_cache(const std::string& cache_dir, bool clean = false);
+
+// What a reader expects of a cache; empty / negative fields are not checked.
+struct CacheExpect {
+  std::string embedder;
+  double sigma = -1;
+  int64_t dim = -1;
+};
+
+// The training reader. Refuses offline_eval_only files with an error that explains the threat model.
+class NoisyCache final : public NoisyDataset {
+ public:
+  // cache_dir = runs/NAME/cache/SPLIT. Checks the manifest and that every shard agrees with it.
+  static std::unique_ptr<NoisyCache> open(const std::string& cache_dir, const CacheExpect& expect = {});
+  ~NoisyCache() override;
+  int64_t size() const override { return rows_; }
+  int64_t dim() const override { return dim_; }
+  double sigma() const override { return sigma_; }
+  at::Tensor noisy(const std::vector<int64_t>& idx) const override;       // float32 [n, d]
+  std::vector<std::string> texts(const std::vector<int64_t>& idx) const override;
+  at::Tensor noisy_range(int64_t begin, int64_t end) const;                // float32 rows [begin, end)
+  at::Tensor all_noisy() const { return noisy_range(0, rows_); }
+  std::vector<int64_t> ids(const std::vector<int64_t>& idx) const;         // corpus ids of rows
+  const std::string& embedder() const { return embedder_; }
+  const std::string& dtype() const { return dtype_; }
+  uint64_t noise_seed() const { return noise_seed_; }
+
+  struct Shard;
+ private:
+  NoisyCache() = default;
+  static std::unique_ptr<NoisyCache> open_kind(const std::string& dir, const std::string& kind,
+                                               const CacheExpect& expect);
+  std::vector<std::unique_ptr<Shard>> shards_;
+  int64_t rows_ = 0, dim_ = 0;
+  double sigma_ = 0;
+  uint64_t noise_seed_ = 0;
+  std::string embedder_, dtype_, dir_;
+  mutable std::mutex mu_;  // the serial HDF5 library is not thread-safe
+  friend class CleanCache;
+};
+
+// Clean embeddings for offline evaluation and the clean-data references (clean-to-clean, clean-to-noisy, oracle
+// Wiener filter) only. No attack stage may use it (DESIGN.md, threat model).
+class CleanCache {
+ public:
+  struct OfflineEvalOnly {};  // spelled out at every call site: CleanCache::open(dir, CleanCache::OfflineEvalOnly{})
+  static std::unique_ptr<CleanCache> open(const std::string& cache_dir, OfflineEvalOnly);
+  ~CleanCache();
+  int64_t size() const;
+  int64_t dim() const;
+  at::Tensor clean(const std::vector<int64_t>& idx) const;  // float32 [n, d]
+  at::Tensor all_clean() const;
+  std::vector<std::string> texts(const std::vector<int64_t>& idx) const;
+
+ private:
+  CleanCache() = default;
+  std::unique_ptr<NoisyCache> impl_;  // same layout, dataset "clean"
+};
+
+}  // namespace daei

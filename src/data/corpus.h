@@ -1,0 +1,50 @@
+// daei corpus build: real text in, corpus/{train,val,test,ood-*}.jsonl out (issue 4).
+//
+// Streaming: texts are normalised and filtered as they are read, then sorted externally (bounded memory, runs of
+// corpus.sort_buffer_mb spilled to disk) by a seeded 64-bit key of their content. That order is the seeded
+// shuffle, and exact duplicates end up adjacent, where the merge drops them. Memory therefore does not grow with
+// the corpus. The splits take the shuffled stream in order: test, val, then train (capped by train_size and the
+// total cap max_examples).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace daei {
+
+class Config;
+
+struct CorpusStats {
+  std::map<std::string, int64_t> read;           // texts read per source
+  int64_t invalid_utf8 = 0, empty = 0, too_short = 0, too_long = 0, duplicates = 0;
+  std::map<std::string, int64_t> split_rows;     // rows written per split
+  double seconds = 0;
+};
+
+// Whitespace runs → one space, trimmed. Returns false (and leaves out untouched) for invalid UTF-8.
+bool normalize_text(const std::string& in, std::string& out);
+bool valid_utf8(const std::string& s);
+
+// The text sources. Each calls emit(text) for every raw text; errors name the file.
+void read_wordnet(const std::string& dir, const std::function<void(std::string)>& emit);
+void read_sotu(const std::string& dir, const std::function<void(std::string)>& emit);
+// Records separated by "%" lines; attribution lines ("-- Name", indented "--") stripped.
+void read_fortunes(const std::string& dir, const std::function<void(std::string)>& emit);
+// .jsonl (field), .tsv (column), anything else one text a line.
+void read_user_file(const std::string& path, const std::string& field, int64_t column,
+                    const std::function<void(std::string)>& emit);
+// Splits running text into sentences (., ! or ? followed by space and an upper-case letter or a quote;
+// common abbreviations such as Mr. and U.S. do not end a sentence).
+std::vector<std::string> split_sentences(const std::string& text);
+
+// Builds every split into out_dir (each written to a temporary name and renamed). Throws Error naming the file
+// for an unreadable source or when no usable text is left.
+CorpusStats build_corpus(const Config& cfg, const std::string& out_dir);
+
+// Streams a corpus .jsonl: fn(row, id, text) for each line; throws naming the file and line on bad JSON.
+void for_each_corpus_row(const std::string& path,
+                         const std::function<void(int64_t row, int64_t id, std::string text)>& fn);
+
+}  // namespace daei

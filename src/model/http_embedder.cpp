@@ -1,0 +1,336 @@
+#include "model/http_embedder.h"
+
+#include "model/httplib_config.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+
+namespace daei {
+using nlohmann::json;
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  // Runs over the longer length whatever the contents; the length difference is folded into the result.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Client
+
+HttpEmbedderOptions HttpEmbedderOptions::from_config(const Config& cfg) {
+  HttpEmbedderOptions o;
+  o.url = cfg.str("embedder.url");
+  o.model = cfg.str("embedder.model");
+  o.dim = cfg.integer("embedder.dim");
+  o.batch_size = cfg.integer("embedder.batch_size");
+  o.concurrency = cfg.integer("embedder.concurrency");
+  o.timeout_s = cfg.real("embedder.timeout_s");
+  o.retries = cfg.integer("embedder.retries");
+  const std::string env = cfg.str("embedder.api_key_env");
+  if (!env.empty()) {
+    const char* k = std::getenv(env.c_str());
+    DAEI_CHECK(k && *k, "embedder.api_key_env names the environment variable {}, which is not set", env);
+    o.api_key = k;
+  }
+  return o;
+}
+
+HttpEmbedder::HttpEmbedder(HttpEmbedderOptions opt) : opt_(std::move(opt)) {
+  const std::string& u = opt_.url;
+  DAEI_CHECK(!u.empty(), "embedder.kind=http needs embedder.url (e.g. http://127.0.0.1:8080)");
+  const bool tls = u.rfind("https://", 0) == 0;
+  DAEI_CHECK(tls || u.rfind("http://", 0) == 0, "embedder.url must start with http:// or https://, got '{}'", u);
+  std::string rest = u.substr(tls ? 8 : 7);
+  if (auto slash = rest.find('/'); slash != std::string::npos) {
+    DAEI_CHECK(rest.substr(slash).find_first_not_of('/') == std::string::npos,
+               "embedder.url must be scheme://host[:port] without a path, got '{}'", u);
+    rest = rest.substr(0, slash);
+  }
+  port_ = tls ? 443 : 80;
+  if (auto colon = rest.rfind(':'); colon != std::string::npos) {
+    host_ = rest.substr(0, colon);
+    try {
+      port_ = std::stoi(rest.substr(colon + 1));
+    } catch (...) {
+      DAEI_FAIL("embedder.url has a bad port: '{}'", u);
+    }
+  } else {
+    host_ = rest;
+  }
+  DAEI_CHECK(!host_.empty() && port_ > 0 && port_ < 65536, "embedder.url has no usable host:port: '{}'", u);
+  base_ = fmt::format("{}://{}:{}", tls ? "https" : "http", host_, port_);
+  DAEI_CHECK(opt_.batch_size > 0 && opt_.concurrency > 0 && opt_.retries >= 0 && opt_.timeout_s > 0,
+             "embedder.batch_size, concurrency and timeout_s must be > 0 and retries >= 0");
+  dim_ = opt_.dim;
+}
+
+int64_t HttpEmbedder::dim() const {
+  if (dim_.load() == 0) embed_batch({"dimension probe"});
+  return dim_.load();
+}
+
+at::Tensor HttpEmbedder::embed_batch(const std::vector<std::string>& texts) const {
+  httplib::Client cli(base_);
+  auto to = std::chrono::duration<double>(opt_.timeout_s);
+  cli.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(to));
+  cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(to));
+  cli.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(to));
+  httplib::Headers headers;
+  if (!opt_.api_key.empty()) headers.emplace("Authorization", "Bearer " + opt_.api_key);
+  const std::string body = json{{"model", opt_.model}, {"input", texts}}.dump();
+  std::string last;
+  for (int64_t attempt = 0; attempt <= opt_.retries; ++attempt) {
+    if (attempt) {
+      double wait = opt_.backoff_s * double(1LL << std::min<int64_t>(attempt - 1, 10));
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    }
+    requests_.fetch_add(1);
+    auto res = cli.Post("/v1/embeddings", headers, body, "application/json");
+    if (!res) {
+      auto err = res.error();
+      last = (err == httplib::Error::Read || err == httplib::Error::ConnectionTimeout)
+                 ? fmt::format("timed out after {} s ({})", opt_.timeout_s, httplib::to_string(err))
+                 : httplib::to_string(err);
+      continue;
+    }
+    if (res->status == 429 || res->status >= 500) {
+      last = fmt::format("HTTP {}", res->status);
+      continue;
+    }
+    if (res->status == 401 || res->status == 403)
+      DAEI_FAIL("embedding service {} refused the request (HTTP {}): {}", opt_.url, res->status,
+                opt_.api_key.empty() ? "it needs an API key: set embedder.api_key_env to the name of an environment "
+                                       "variable holding it"
+                                     : "the API key from embedder.api_key_env was not accepted");
+    if (res->status != 200) {
+      std::string msg = res->body.substr(0, 300);
+      try {
+        msg = json::parse(res->body).at("error").at("message").get<std::string>();
+      } catch (...) {
+      }
+      DAEI_FAIL("embedding service {} answered HTTP {}: {}", opt_.url, res->status, msg);
+    }
+    json j;
+    try {
+      j = json::parse(res->body);
+    } catch (const std::exception& e) {
+      DAEI_FAIL("embedding service {} sent a body that is not JSON: {}", opt_.url, e.what());
+    }
+    DAEI_CHECK(j.is_object() && j.contains("data") && j["data"].is_array(),
+               "embedding service {} sent no \"data\" array", opt_.url);
+    const auto& data = j["data"];
+    DAEI_CHECK(data.size() == texts.size(), "embedding service {} returned {} embeddings for {} texts", opt_.url,
+               data.size(), texts.size());
+    int64_t d = dim_.load();
+    at::Tensor out;
+    for (size_t r = 0; r < data.size(); ++r) {
+      const auto& item = data[r];
+      DAEI_CHECK(item.is_object() && item.contains("embedding") && item["embedding"].is_array(),
+                 "embedding service {}: data[{}] has no \"embedding\" array", opt_.url, r);
+      int64_t idx = item.contains("index") ? item["index"].get<int64_t>() : int64_t(r);
+      DAEI_CHECK(idx >= 0 && idx < int64_t(texts.size()), "embedding service {}: data[{}].index {} out of range",
+                 opt_.url, r, idx);
+      const auto& e = item["embedding"];
+      if (d == 0) {
+        int64_t expected = 0;
+        dim_.compare_exchange_strong(expected, int64_t(e.size()));
+        d = dim_.load();
+      }
+      DAEI_CHECK(int64_t(e.size()) == d, "embedding service {} returned a {}-d vector, expected {} (embedder.dim)",
+                 opt_.url, e.size(), d);
+      if (!out.defined()) out = torch::full({int64_t(texts.size()), d}, NAN, torch::kFloat32);
+      float* o = out.data_ptr<float>() + idx * d;
+      for (int64_t k = 0; k < d; ++k) {
+        DAEI_CHECK(e[k].is_number(), "embedding service {}: data[{}].embedding[{}] is not a number", opt_.url, r, k);
+        o[k] = e[k].get<float>();
+      }
+    }
+    DAEI_CHECK(!torch::isnan(out).any().item<bool>(), "embedding service {}: an index is missing from data", opt_.url);
+    return out;
+  }
+  DAEI_FAIL("embedding service {} failed after {} attempts: {}", opt_.url, opt_.retries + 1, last);
+}
+
+at::Tensor HttpEmbedder::embed(const std::vector<std::string>& texts) const {
+  const int64_t n = texts.size(), bs = opt_.batch_size;
+  const int64_t nb = (n + bs - 1) / bs;
+  std::vector<at::Tensor> parts(nb);
+  std::atomic<int64_t> next{0};
+  std::exception_ptr err;
+  std::mutex mu;
+  auto work = [&] {
+    for (int64_t b; (b = next.fetch_add(1)) < nb;) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (err) return;
+      }
+      try {
+        std::vector<std::string> chunk(texts.begin() + b * bs, texts.begin() + std::min(n, (b + 1) * bs));
+        parts[b] = embed_batch(chunk);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!err) err = std::current_exception();
+      }
+    }
+  };
+  const int64_t workers = std::min(opt_.concurrency, nb);
+  if (workers <= 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int64_t w = 0; w < workers; ++w) pool.emplace_back(work);
+    for (auto& t : pool) t.join();
+  }
+  if (err) std::rethrow_exception(err);
+  if (nb == 0) return torch::empty({0, dim()}, torch::kFloat32);
+  return torch::cat(parts);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Server
+
+ServerOptions ServerOptions::from_config(const Config& cfg) {
+  ServerOptions o;
+  o.host = cfg.str("server.host");
+  o.port = int(cfg.integer("server.port"));
+  o.max_batch = cfg.integer("server.max_batch");
+  o.max_body_bytes = size_t(cfg.integer("server.max_body_bytes"));
+  o.threads = int(cfg.integer("server.threads"));
+  o.model = cfg.str("server.model");
+  const std::string file = cfg.str("server.api_key_file"), env = cfg.str("server.api_key_env");
+  DAEI_CHECK(file.empty() || env.empty(), "set at most one of server.api_key_file and server.api_key_env");
+  if (!file.empty()) {
+    o.api_key = read_file(file);
+    while (!o.api_key.empty() && std::isspace(static_cast<unsigned char>(o.api_key.back()))) o.api_key.pop_back();
+    DAEI_CHECK(!o.api_key.empty(), "server.api_key_file {} is empty", file);
+  } else if (!env.empty()) {
+    const char* k = std::getenv(env.c_str());
+    DAEI_CHECK(k && *k, "server.api_key_env names the environment variable {}, which is not set", env);
+    o.api_key = k;
+  }
+  return o;
+}
+
+namespace {
+void json_error(httplib::Response& res, int status, const std::string& msg) {
+  res.status = status;
+  res.set_content(json{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}.dump(), "application/json");
+}
+}  // namespace
+
+EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt)
+    : embed_(std::move(embed)), opt_(std::move(opt)), srv_(std::make_unique<httplib::Server>()) {
+  DAEI_CHECK(opt_.max_batch > 0 && opt_.max_body_bytes > 0 && opt_.threads > 0,
+             "server.max_batch, max_body_bytes and threads must be > 0");
+  const int threads = opt_.threads;
+  srv_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  srv_->set_payload_max_length(opt_.max_body_bytes);
+  srv_->set_read_timeout(10, 0);
+  srv_->set_write_timeout(10, 0);
+  srv_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    json_error(res, 500, "internal error");
+  });
+  srv_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      std::string msg = res.status == 413 ? "request body too large" : res.status == 404 ? "not found" : "error";
+      json_error(res, res.status, msg);
+    }
+  });
+  srv_->Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  srv_->Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!opt_.api_key.empty()) {
+      std::string auth = req.get_header_value("Authorization");
+      if (!constant_time_equal(auth, "Bearer " + opt_.api_key)) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return json_error(res, 401, "missing or wrong API key");
+      }
+    }
+    json j;
+    try {
+      j = json::parse(req.body);
+    } catch (const std::exception&) {
+      return json_error(res, 400, "body is not valid JSON");
+    }
+    if (!j.is_object()) return json_error(res, 400, "body must be a JSON object");
+    if (j.contains("model") && !j["model"].is_string() && !j["model"].is_null())
+      return json_error(res, 400, "\"model\" must be a string");
+    if (!j.contains("input")) return json_error(res, 400, "missing field \"input\"");
+    std::vector<std::string> texts;
+    const auto& in = j["input"];
+    if (in.is_string()) {
+      texts.push_back(in.get<std::string>());
+    } else if (in.is_array()) {
+      if (in.empty()) return json_error(res, 400, "\"input\" is empty");
+      if (int64_t(in.size()) > opt_.max_batch)
+        return json_error(res, 400, fmt::format("\"input\" has {} texts, the limit is {}", in.size(), opt_.max_batch));
+      for (const auto& t : in) {
+        if (!t.is_string()) return json_error(res, 400, "\"input\" must be a string or an array of strings");
+        texts.push_back(t.get<std::string>());
+      }
+    } else {
+      return json_error(res, 400, "\"input\" must be a string or an array of strings");
+    }
+    at::Tensor y;
+    try {
+      y = embed_(texts).contiguous();
+    } catch (const std::exception& e) {
+      LOG_WARN("[serve] embedding failed: {}", e.what());
+      return json_error(res, 500, "embedding failed");
+    }
+    const int64_t d = y.size(1);
+    const float* p = y.data_ptr<float>();
+    json data = json::array();
+    for (size_t i = 0; i < texts.size(); ++i)
+      data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::vector<float>(p + i * d, p + (i + 1) * d)}});
+    served_.fetch_add(texts.size());
+    res.set_content(json{{"object", "list"}, {"model", opt_.model}, {"data", std::move(data)},
+                         {"usage", {{"prompt_tokens", 0}, {"total_tokens", 0}}}}.dump(),
+                    "application/json");
+  });
+}
+
+EmbeddingServer::~EmbeddingServer() { stop(); }
+
+void EmbeddingServer::bind() {
+  if (opt_.port == 0) {
+    port_ = srv_->bind_to_any_port(opt_.host);
+    DAEI_CHECK(port_ > 0, "cannot bind {} on any port", opt_.host);
+  } else {
+    DAEI_CHECK(srv_->bind_to_port(opt_.host, opt_.port), "cannot bind {}:{} (in use, or not an address of this host)",
+               opt_.host, opt_.port);
+    port_ = opt_.port;
+  }
+}
+
+void EmbeddingServer::start() {
+  bind();
+  thread_ = std::thread([this] { srv_->listen_after_bind(); });
+  for (int i = 0; i < 5000 && !srv_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  DAEI_CHECK(srv_->is_running(), "embedding server on {}:{} did not start", opt_.host, port_);
+}
+
+void EmbeddingServer::run() {
+  bind();
+  srv_->listen_after_bind();
+}
+
+void EmbeddingServer::stop() {
+  if (srv_) srv_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace daei

@@ -1,0 +1,90 @@
+// An embedding service over HTTP: the client (HttpEmbedder) and the noise-protected server (EmbeddingServer).
+// Protocol (OpenAI-style): POST {url}/v1/embeddings  {"model": m, "input": [texts]}
+//                       → {"object": "list", "model": m, "data": [{"object": "embedding", "index": i, "embedding": [...]}]}
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/embedder.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace daei {
+
+struct HttpEmbedderOptions {
+  std::string url;           // http://host:port or https://host[:port]
+  std::string model;         // sent as "model"; part of id()
+  std::string api_key;       // sent as "Authorization: Bearer …"; never logged or printed
+  int64_t dim = 0;           // expected dimension; 0 = learn it from the first answer, then enforce it
+  int64_t batch_size = 64;   // texts per request
+  int64_t concurrency = 2;   // requests in flight at once
+  double timeout_s = 30.0;   // connect and read timeout of one request
+  int64_t retries = 4;       // extra attempts on 429, 5xx and connection errors; backoff 0.2 s · 2^k
+  double backoff_s = 0.2;
+  // embedder.url / model / api_key_env (the NAME of an environment variable) / dim / batch_size / concurrency /
+  // timeout_s / retries.
+  static HttpEmbedderOptions from_config(const Config& cfg);
+};
+
+class HttpEmbedder final : public Embedder {
+ public:
+  explicit HttpEmbedder(HttpEmbedderOptions opt);
+  int64_t dim() const override;  // asks the service once (a one-text query) when not configured
+  std::string id() const override { return "http:" + opt_.url + "#" + opt_.model; }
+  at::Tensor embed(const std::vector<std::string>& texts) const override;
+  int64_t requests() const { return requests_.load(); }  // HTTP requests sent, retries included
+
+ private:
+  at::Tensor embed_batch(const std::vector<std::string>& texts) const;
+  HttpEmbedderOptions opt_;
+  std::string host_, base_;
+  int port_ = 80;
+  mutable std::atomic<int64_t> dim_{0};
+  mutable std::atomic<int64_t> requests_{0};
+};
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: pick a free port (port() tells which)
+  int64_t max_batch = 256;           // texts per request
+  size_t max_body_bytes = 1 << 20;
+  std::string api_key;               // empty: no authentication
+  std::string model = "daei";        // reported in answers
+  int threads = 4;
+  // server.host / port / max_batch / max_body_bytes / api_key_file / api_key_env / threads.
+  static ServerOptions from_config(const Config& cfg);
+};
+
+// Serves embedder.embed(texts) (fresh noise per query when noisy). Thread-safe; never crashes on input:
+// malformed JSON, missing or wrongly typed fields, empty or oversize batches → 400 {"error": {"message": …}};
+// bad or missing bearer key → 401; oversize body → 413.
+class EmbeddingServer {
+ public:
+  EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt);
+  ~EmbeddingServer();
+  void start();          // binds (throws naming host:port on failure) and serves on a background thread
+  void run();            // binds and serves on this thread until stop()
+  void stop();
+  int port() const { return port_; }
+  int64_t served() const { return served_.load(); }
+
+ private:
+  void bind();
+  std::function<at::Tensor(const std::vector<std::string>&)> embed_;
+  ServerOptions opt_;
+  std::unique_ptr<httplib::Server> srv_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int64_t> served_{0};
+};
+
+bool constant_time_equal(const std::string& a, const std::string& b);
+
+}  // namespace daei

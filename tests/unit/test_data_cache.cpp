@@ -1,0 +1,387 @@
+// Issue 4: corpus building and the HDF5 noisy-embedding caches.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "data/cache.h"
+#include "data/corpus.h"
+#include "dist/communicator.h"
+#include "model/embedder.h"
+
+using namespace daei;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct TempDir {
+  fs::path p;
+  explicit TempDir(const std::string& tag) {
+    p = fs::temp_directory_path() / ("daei-" + tag + "-" + std::to_string(getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+  }
+  ~TempDir() { fs::remove_all(p); }
+  std::string str() const { return p.string(); }
+};
+
+void write(const fs::path& p, const std::string& s) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << s;
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> v;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) v.push_back(json::parse(line));
+  return v;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kMini = std::string(DAEI_FIXTURES) + "/glove/mini";
+
+}  // namespace
+
+TEST(Corpus, NormalizeAndUtf8) {
+  std::string out;
+  EXPECT_TRUE(normalize_text("  a\t\tb \n c  ", out));
+  EXPECT_EQ(out, "a b c");
+  EXPECT_TRUE(normalize_text("caf\xc3\xa9 \xe2\x82\xac", out));
+  EXPECT_EQ(out, "caf\xc3\xa9 \xe2\x82\xac");
+  out = "kept";
+  EXPECT_FALSE(normalize_text("bad \xc3", out));          // truncated
+  EXPECT_FALSE(normalize_text("bad \xc0\xaf", out));      // overlong
+  EXPECT_FALSE(normalize_text("bad \xed\xa0\x80", out));  // surrogate
+  EXPECT_FALSE(normalize_text("bad \xff", out));
+  EXPECT_EQ(out, "kept");
+}
+
+TEST(Corpus, SentenceSplitter) {
+  auto s = split_sentences("Mr. Smith went to Washington. He met the U.S. Senate! Was it good? \"Yes,\" he said.");
+  ASSERT_EQ(s.size(), 4u) << json(s).dump();
+  EXPECT_EQ(s[0], "Mr. Smith went to Washington.");
+  EXPECT_EQ(s[1], "He met the U.S. Senate!");
+  EXPECT_EQ(s[2], "Was it good?");
+  EXPECT_EQ(s[3], "\"Yes,\" he said.");
+}
+
+TEST(Corpus, FortunesStripAttribution) {
+  TempDir d("fortunes");
+  write(d.p / "quotes", "First one\nspans lines.\n%\nSecond.\n\t\t-- Somebody Famous\n%\n%\n");
+  write(d.p / "quotes.dat", "binary index, skipped");
+  std::vector<std::string> got;
+  read_fortunes(d.str(), [&](std::string s) { got.push_back(s); });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], "First one\nspans lines.\n");
+  EXPECT_EQ(got[1], "Second.\n");
+}
+
+TEST(Corpus, BuildFromUserFilesFiltersDedupsShufflesAndSplits) {
+  TempDir d("corpus");
+  std::string txt;
+  for (int i = 0; i < 300; ++i) txt += "sentence number " + std::to_string(i) + " is here\n";
+  txt += "sentence number 5 is here\n";           // duplicate
+  txt += "  sentence   number 6 is\there  \n";    // duplicate after whitespace normalisation
+  txt += "\n   \n";                                // empty
+  txt += "too short\n";                            // 2 words
+  txt += "bad \xff utf8 line here\n";              // invalid UTF-8
+  write(d.p / "in.txt", txt);
+  write(d.p / "in.jsonl", "{\"text\": \"a jsonl text with words\", \"x\": 1}\n");
+  write(d.p / "in.tsv", "id\tthe tsv text in column one\n");
+  write(d.p / "ood.txt", "out of domain one\nout of domain two\nout of domain two\n");
+  auto cfg = Config::defaults();
+  cfg.set("corpus.sources=[]");
+  cfg.set("corpus.files=[" + (d.p / "in.txt").string() + "," + (d.p / "in.jsonl").string() + "," +
+          (d.p / "in.tsv").string() + "]");
+  cfg.set("corpus.tsv_column=1");
+  cfg.set("corpus.ood=[" + (d.p / "ood.txt").string() + "]");
+  cfg.set("corpus.test_size=20");
+  cfg.set("corpus.val_size=30");
+  cfg.set("corpus.sort_buffer_mb=0");  // spill every record: exercises the external merge
+  auto st = build_corpus(cfg, (d.p / "out").string());
+  EXPECT_EQ(st.duplicates, 2 + 1);
+  EXPECT_EQ(st.empty, 2);
+  EXPECT_EQ(st.too_short, 1);
+  EXPECT_EQ(st.invalid_utf8, 1);
+  EXPECT_EQ(st.split_rows["test"], 20);
+  EXPECT_EQ(st.split_rows["val"], 30);
+  EXPECT_EQ(st.split_rows["train"], 302 - 50);
+  EXPECT_EQ(st.split_rows["ood-ood"], 2);
+  std::set<std::string> seen;
+  int64_t n = 0;
+  for (const char* s : {"test", "val", "train"}) {
+    auto rows = read_jsonl((d.p / "out" / (std::string(s) + ".jsonl")).string());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(rows[i]["id"].get<int64_t>(), int64_t(i));
+      seen.insert(rows[i]["text"].get<std::string>());
+      ++n;
+    }
+  }
+  EXPECT_EQ(int64_t(seen.size()), n);  // no duplicates across splits
+  EXPECT_TRUE(seen.count("the tsv text in column one"));
+  EXPECT_TRUE(seen.count("a jsonl text with words"));
+  EXPECT_TRUE(seen.count("sentence number 6 is here"));
+  // shuffled, and the same seed gives the same files
+  auto test1 = read_file((d.p / "out/test.jsonl").string());
+  cfg.set("corpus.sort_buffer_mb=64");
+  build_corpus(cfg, (d.p / "out2").string());
+  EXPECT_EQ(read_file((d.p / "out2/train.jsonl").string()), read_file((d.p / "out/train.jsonl").string()));
+  EXPECT_EQ(read_file((d.p / "out2/test.jsonl").string()), test1);
+  cfg.set("corpus.seed=99");
+  build_corpus(cfg, (d.p / "out3").string());
+  EXPECT_NE(read_file((d.p / "out3/test.jsonl").string()), test1);
+  auto first = read_jsonl((d.p / "out/train.jsonl").string());
+  bool in_order = true;
+  for (size_t i = 1; i < first.size(); ++i) in_order = in_order && first[i]["text"] > first[i - 1]["text"];
+  EXPECT_FALSE(in_order);
+}
+
+TEST(Corpus, BadInputErrorsNameTheFileAndLeaveOutputsAlone) {
+  TempDir d("corpus-bad");
+  auto cfg = Config::defaults();
+  cfg.set("corpus.sources=[]");
+  cfg.set("corpus.ood=[]");
+  write(d.p / "out/train.jsonl", "old\n");
+  cfg.set("corpus.files=[" + (d.p / "missing.txt").string() + "]");
+  std::string e = error_of([&] { build_corpus(cfg, (d.p / "out").string()); });
+  EXPECT_NE(e.find("missing.txt"), std::string::npos) << e;
+  write(d.p / "short.txt", "a\nb c\n\n");
+  cfg.set("corpus.files=[" + (d.p / "short.txt").string() + "]");
+  e = error_of([&] { build_corpus(cfg, (d.p / "out").string()); });
+  EXPECT_NE(e.find("no usable text"), std::string::npos) << e;
+  EXPECT_NE(e.find("short.txt"), std::string::npos) << e;
+  EXPECT_EQ(read_file((d.p / "out/train.jsonl").string()), "old\n");
+  write(d.p / "bad.jsonl", "{\"text\": \"fine text here\"}\n{not json\n");
+  cfg.set("corpus.files=[" + (d.p / "bad.jsonl").string() + "]");
+  e = error_of([&] { build_corpus(cfg, (d.p / "out").string()); });
+  EXPECT_NE(e.find("bad.jsonl:2"), std::string::npos) << e;
+}
+
+TEST(Corpus, WordnetAndSotuWhenInstalled) {
+  if (!fs::exists("/usr/share/wordnet/data.noun")) GTEST_SKIP() << "wordnet-base not installed";
+  int64_t n = 0;
+  bool saw_example = false;
+  read_wordnet("/usr/share/wordnet", [&](std::string s) {
+    ++n;
+    saw_example = saw_example || s == "the pilot reported two kills during the mission";
+  });
+  EXPECT_GT(n, 150000);
+  EXPECT_TRUE(saw_example);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Cache
+
+namespace {
+
+struct CacheFixture : ::testing::Test {
+  TempDir d{"cache"};
+  std::shared_ptr<GloveEmbedder> glove = std::make_shared<GloveEmbedder>(kMini);
+  std::shared_ptr<NoisyEmbedder> emb = std::make_shared<NoisyEmbedder>(glove, 0.04, 11);
+  LocalCommunicator comm;
+  std::vector<std::string> texts;
+
+  void SetUp() override {
+    const char* words[] = {"the", "cat", "sat", "on", "mat", "dog", "union", "(", ")", "do", "n't"};
+    std::string corpus;
+    for (int i = 0; i < 23; ++i) {
+      std::string t = std::string(words[i % 11]) + " " + words[(i * 7 + 3) % 11] + " " + words[(i * 5 + 1) % 11];
+      if (i == 4) t = "caf\xc3\xa9 unknown words only";  // zero vector + noise
+      texts.push_back(t);
+      corpus += json{{"id", i}, {"text", t}, {"source", "test"}}.dump() + "\n";
+    }
+    write(d.p / "corpus/train.jsonl", corpus);
+    write(d.p / "corpus/val.jsonl", corpus);
+  }
+  CacheBuildOptions opts(const std::string& split, int64_t shard_rows, const std::string& dtype = "float16") {
+    CacheBuildOptions o;
+    o.split = split;
+    o.corpus_file = (d.p / "corpus" / (split + ".jsonl")).string();
+    o.cache_dir = (d.p / "cache" / split).string();
+    o.shard_rows = shard_rows;
+    o.batch_size = 4;
+    o.dtype = dtype;
+    return o;
+  }
+  std::string dir(const std::string& split) { return (d.p / "cache" / split).string(); }
+};
+
+}  // namespace
+
+TEST_F(CacheFixture, BuildReadVerifyRoundTrip) {
+  auto r = build_cache(opts("train", 5, "float32"), *emb, comm);
+  EXPECT_EQ(r.rows, 23);
+  EXPECT_EQ(r.shards, 5);
+  EXPECT_TRUE(fs::exists(dir("train") + "/shard-00004.h5"));
+  auto c = NoisyCache::open(dir("train"), {emb->id(), 0.04, 4});
+  EXPECT_EQ(c->size(), 23);
+  EXPECT_EQ(c->dim(), 4);
+  EXPECT_EQ(c->sigma(), 0.04);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 23; ++i) keys.push_back("train/" + std::to_string(i));
+  at::Tensor want = emb->embed(texts, keys);
+  EXPECT_TRUE(torch::equal(c->all_noisy(), want));
+  // arbitrary order, across shards, with a repeat
+  std::vector<int64_t> idx = {22, 0, 7, 7, 13, 5};
+  at::Tensor got = c->noisy(idx);
+  for (size_t i = 0; i < idx.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[idx[i]])) << i;
+  auto t = c->texts({4, 22, 0});
+  EXPECT_EQ(t[0], texts[4]);
+  EXPECT_EQ(t[1], texts[22]);
+  EXPECT_EQ(c->ids({17})[0], 17);
+  auto v = verify_cache(dir("train"));
+  EXPECT_EQ(v.rows, 23);
+  EXPECT_EQ(v.shards, 5);
+  EXPECT_EQ(v.digest.size(), 64u);
+  auto again = build_cache(opts("train", 5, "float32"), *emb, comm);
+  EXPECT_TRUE(again.already_complete);
+}
+
+TEST_F(CacheFixture, Float16StoresRoundedValues) {
+  build_cache(opts("train", 10), *emb, comm);
+  auto c = NoisyCache::open(dir("train"));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 23; ++i) keys.push_back("train/" + std::to_string(i));
+  at::Tensor want = emb->embed(texts, keys).to(torch::kHalf).to(torch::kFloat32);
+  EXPECT_TRUE(torch::equal(c->all_noisy(), want));
+  EXPECT_EQ(c->dtype(), "float16");
+}
+
+TEST_F(CacheFixture, DigestDoesNotDependOnShardSizeAndResumeRebuildsOnlyMissingShards) {
+  build_cache(opts("train", 5), *emb, comm);
+  const std::string d5 = verify_cache(dir("train")).digest;
+  fs::rename(dir("train"), dir("train-5"));
+  build_cache(opts("train", 3), *emb, comm);
+  EXPECT_EQ(verify_cache(dir("train")).digest, d5);
+  // simulate a kill: manifest never written, one shard lost, one partial temp file left
+  fs::remove(dir("train") + "/manifest.json");
+  fs::remove(dir("train") + "/shard-00002.h5");
+  write(dir("train") + "/shard-00005.h5.tmp-999", "partial");
+  auto mtime = fs::last_write_time(dir("train") + "/shard-00001.h5");
+  EXPECT_NE(error_of([&] { verify_cache(dir("train")); }).find("incomplete"), std::string::npos);
+  EXPECT_NE(error_of([&] { NoisyCache::open(dir("train")); }).find("run `daei cache build --split train` again"),
+            std::string::npos);
+  auto r = build_cache(opts("train", 3), *emb, comm);
+  EXPECT_EQ(r.rows_built, 3);
+  EXPECT_EQ(fs::last_write_time(dir("train") + "/shard-00001.h5"), mtime);  // kept
+  EXPECT_FALSE(fs::exists(dir("train") + "/shard-00005.h5.tmp-999"));
+  EXPECT_EQ(verify_cache(dir("train")).digest, d5);
+}
+
+TEST_F(CacheFixture, FlippedByteIsAChecksumErrorNamingTheShard) {
+  build_cache(opts("train", 5, "float32"), *emb, comm);
+  const std::string shard = dir("train") + "/shard-00002.h5";
+  auto c0 = NoisyCache::open(dir("train"));
+  const at::Tensor want_rows = c0->all_noisy();
+  std::vector<int64_t> all(23);
+  for (int i = 0; i < 23; ++i) all[i] = i;
+  const auto want_texts = c0->texts(all);
+  c0.reset();
+  // Flip one byte every 61 bytes through the whole file. Each flip is either caught (an error naming the shard)
+  // or harmless (unused space: everything reads back unchanged). Never silent corruption, never a crash.
+  const std::string orig = read_file(shard);
+  int caught = 0, tried = 0;
+  for (size_t off = 0; off < orig.size(); off += 61) {
+    std::string bad = orig;
+    bad[off] ^= 0x20;
+    write(shard, bad);
+    ++tried;
+    std::string e = error_of([&] { verify_cache(dir("train")); });
+    if (!e.empty()) {
+      ++caught;
+      EXPECT_NE(e.find("shard-00002.h5"), std::string::npos) << "offset " << off << ": " << e;
+      continue;
+    }
+    auto c = NoisyCache::open(dir("train"));
+    EXPECT_TRUE(torch::equal(c->all_noisy(), want_rows)) << "silent change at offset " << off;
+    EXPECT_EQ(c->texts(all), want_texts) << "silent change at offset " << off;
+  }
+  write(shard, orig);
+  EXPECT_GT(caught, tried / 3) << caught << "/" << tried;
+  // a flip inside the vectors: verify and the training reader both report a checksum error naming the shard
+  std::string bad = orig;
+  at::Tensor row10 = emb->embed({texts[10]}, {"train/10"});
+  auto pos = orig.find(std::string(reinterpret_cast<const char*>(row10.data_ptr()), 16));
+  ASSERT_NE(pos, std::string::npos);
+  bad[pos + 5] ^= 0x01;
+  write(shard, bad);
+  std::string e = error_of([&] { verify_cache(dir("train")); });
+  EXPECT_NE(e.find("shard-00002.h5: checksum error"), std::string::npos) << e;
+  e = error_of([&] { NoisyCache::open(dir("train"))->all_noisy(); });
+  EXPECT_NE(e.find("shard-00002.h5: checksum error"), std::string::npos) << e;
+}
+
+TEST_F(CacheFixture, ShardsFromAnotherEmbedderOrSigmaAreRefused) {
+  build_cache(opts("train", 5), *emb, comm);
+  NoisyEmbedder other(glove, 0.05, 11);
+  std::string e = error_of([&] { build_cache(opts("train", 5), other, comm); });
+  EXPECT_NE(e.find("manifest.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("nothing was overwritten"), std::string::npos) << e;
+  fs::remove(dir("train") + "/manifest.json");
+  e = error_of([&] { build_cache(opts("train", 5), other, comm); });
+  EXPECT_NE(e.find("shard-00000.h5 was built by embedder"), std::string::npos) << e;
+  build_cache(opts("train", 5), *emb, comm);
+  // a shard swapped in from another σ build
+  fs::create_directories(d.p / "other");
+  write(d.p / "corpus/other.jsonl", read_file((d.p / "corpus/train.jsonl").string()));
+  auto o = opts("other", 5);
+  build_cache(o, other, comm);
+  fs::copy_file(dir("other") + "/shard-00001.h5", dir("train") + "/shard-00001.h5",
+                fs::copy_options::overwrite_existing);
+  e = error_of([&] { verify_cache(dir("train")); });
+  EXPECT_NE(e.find("shard-00001.h5: sigma is 0.05 but the manifest says 0.04"), std::string::npos) << e;
+  e = error_of([&] { NoisyCache::open(dir("train")); });
+  EXPECT_NE(e.find("shard-00001.h5: sigma is 0.05"), std::string::npos) << e;
+  e = error_of([&] { NoisyCache::open(dir("other"), {"", -1, 768}); });
+  EXPECT_NE(e.find("dimension mismatch"), std::string::npos) << e;
+}
+
+TEST_F(CacheFixture, CleanEmbeddingsOnlyForEvaluationAndRefusedByTrainingReader) {
+  auto o = opts("train", 5);
+  o.clean = true;
+  std::string e = error_of([&] { build_cache(o, *emb, comm); });
+  EXPECT_NE(e.find("threat model"), std::string::npos) << e;
+  EXPECT_NE(e.find("cache.clean_train_reference"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir("train")));
+  auto v = opts("val", 5);
+  v.clean = true;
+  build_cache(v, *emb, comm);
+  auto clean = CleanCache::open(dir("val"), CleanCache::OfflineEvalOnly{});
+  EXPECT_TRUE(torch::equal(clean->all_clean(), glove->embed(texts)));
+  EXPECT_EQ(clean->texts({3})[0], texts[3]);
+  e = error_of([&] { NoisyCache::open(dir("val") + "/clean"); });
+  EXPECT_NE(e.find("offline_eval_only"), std::string::npos) << e;
+  EXPECT_NE(e.find("threat model"), std::string::npos) << e;
+  // a clean shard copied into the noisy folder is refused too
+  fs::copy_file(dir("val") + "/clean/shard-00000.h5", dir("val") + "/shard-00000.h5",
+                fs::copy_options::overwrite_existing);
+  e = error_of([&] { NoisyCache::open(dir("val")); });
+  EXPECT_NE(e.find("shard-00000.h5 is marked offline_eval_only"), std::string::npos) << e;
+  EXPECT_EQ(verify_cache(dir("val"), true).rows, 23);
+  o.clean_train_reference = true;
+  build_cache(o, *emb, comm);
+  EXPECT_EQ(CleanCache::open(dir("train"), CleanCache::OfflineEvalOnly{})->size(), 23);
+}
+
+TEST_F(CacheFixture, MissingCorpusIsAClearError) {
+  auto o = opts("test", 5);
+  std::string e = error_of([&] { build_cache(o, *emb, comm); });
+  EXPECT_NE(e.find("test.jsonl"), std::string::npos) << e;
+  EXPECT_NE(e.find("corpus build"), std::string::npos) << e;
+}
