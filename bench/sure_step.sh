@@ -16,7 +16,7 @@ mkdir -p results
   echo
   echo "- command: \`bash bench/sure_step.sh\` (STEPS=$STEPS; OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1, 1 torch thread)"
   echo "- git revision: $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- src bench || echo ' (+ uncommitted changes)')"
-  echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), BLAS $(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null || echo '?')"
+  echo "- machine: $(nproc --all) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), BLAS $(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null || echo '?')"
   echo "- wall time: $((t1 - t0)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (shared machine)"
   echo "- sizes: d 768, H 1024, depth 3, batch 256, K 5; one step = forward + divergence + backward + AdamW; median of $STEPS steps after one warm-up step"
   echo

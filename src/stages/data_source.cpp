@@ -5,7 +5,9 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "core/rng.h"
+#include "data/cache.h"
 
 namespace daei {
 
@@ -42,14 +44,25 @@ std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const st
     auto s = synthetic_from_config(cfg, split);
     return std::make_shared<InMemoryDataset>(s.noisy, std::vector<std::string>{}, s.sigma);
   }
-  DAEI_FAIL("no reader for {}/cache/{} in this build yet (the HDF5 cache reader lands with the data branch); "
-            "set train.synthetic_rows > 0 to train on synthetic rows",
-            run_dir, split);
+  const std::string dir = run_dir + "/cache/" + split;
+  DAEI_CHECK(file_exists(dir + "/manifest.json"),
+             "{}: no complete cache (manifest.json missing); run `daei cache build --split {}` first", dir, split);
+  CacheExpect expect;
+  expect.sigma = cfg.real("embedder.sigma");
+  return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect));
 }
 
 CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split) {
   if (synthetic(cfg)) return synthetic_from_config(cfg, split);
-  DAEI_FAIL("no offline-eval reader for {}/cache/{} in this build yet (lands with the data branch)", run_dir, split);
+  const std::string dir = run_dir + "/cache/" + split;
+  auto noisy = NoisyCache::open(dir);
+  auto clean = CleanCache::open(dir, CleanCache::OfflineEvalOnly{});
+  DAEI_CHECK(clean->size() == noisy->size(), "{}: {} clean rows for {} noisy rows", dir, clean->size(), noisy->size());
+  CleanNoisy out;
+  out.noisy = noisy->all_noisy();
+  out.clean = clean->all_clean();
+  out.sigma = noisy->sigma();
+  return out;
 }
 
 }  // namespace daei
