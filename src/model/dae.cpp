@@ -33,7 +33,7 @@ SNLinearImpl::SNLinearImpl(int64_t in, int64_t out, bool spectral_norm, int64_t 
 
 at::Tensor SNLinearImpl::weight() {
   if (!sn_) return w_;
-  if (is_training()) {
+  if (is_training() && iterate_) {
     torch::NoGradGuard no_grad;
     auto w = w_.detach();
     for (int64_t i = 0; i < iters_; ++i) {
@@ -129,4 +129,10 @@ std::vector<SNLinear> DaeImpl::normalized_layers() const {
   return out;
 }
 
+}  // namespace daei
+
+namespace daei {
+void DaeImpl::set_power_iteration(bool on) {
+  for (auto& l : normalized_layers()) l->set_power_iteration(on);
+}
 }  // namespace daei

@@ -41,10 +41,13 @@ class SNLinearImpl : public torch::nn::Module {
   // σ̂ = uᵀ W v from the stored vectors, without iterating.
   double sigma_estimate() const;
   bool normalized() const { return sn_; }
+  // Whether a training-mode forward runs the power iteration (on by default). Gradient accumulation turns it off
+  // for all but the first micro-step, so that A micro-steps update u, v exactly as one big batch does.
+  void set_power_iteration(bool on) { iterate_ = on; }
   at::Tensor raw_weight() const { return w_; }
 
  private:
-  bool sn_;
+  bool sn_, iterate_ = true;
   int64_t iters_;
   at::Tensor w_, b_, u_, v_;
 };
@@ -73,6 +76,7 @@ class DaeImpl : public torch::nn::Module {
   at::Tensor condition(const at::Tensor& sigma, int64_t batch);  // [B, H]
   const DaeOptions& options() const { return opt_; }
   std::vector<SNLinear> normalized_layers() const;  // input_proj and every fc1, fc2 (for tests)
+  void set_power_iteration(bool on);                 // on every normalised layer
   int64_t mask_width() const { return 2 * opt_.hidden; }
 
  private:

@@ -102,6 +102,7 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
         auto gd = step_generator(seed_, b.step, kTagDropout + i);
         masks.push_back((torch::rand({B, width}, gd).narrow(0, off, n) >= p).to(torch::kFloat32) / (1.0 - p));
       }
+    dae_->set_power_iteration(b.micro == 0);  // once per optimizer step, whatever the accumulation
     auto t = sure_loss(dae_, y, torch::full({n}, sigma), probes, masks, sure_);
     LossOutput out;
     out.loss = t.loss;
