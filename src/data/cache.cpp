@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
+#include <cerrno>
+#include <cstdio>
 #include <torch/torch.h>
 
 #include "core/config.h"
@@ -589,6 +592,25 @@ bool shard_matches(const std::string& path, const ShardMeta& want) {
   return true;
 }
 
+// One pass over the corpus file: its SHA-256 and its number of lines (= rows).
+std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  int64_t lines = 0;
+  char last = '\n';
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    h.update(buf.data(), n);
+    lines += std::count(buf.data(), buf.data() + n, '\n');
+    last = buf[n - 1];
+  }
+  DAEI_CHECK(!std::ferror(f.get()), "read error on {}", path);
+  if (last != '\n') ++lines;
+  return {h.hex(), lines};
+}
+
 void remove_temps(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   for (auto& e : fs::directory_iterator(dir))
@@ -660,8 +682,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
                  emb.id());
       DAEI_CHECK(file_exists(opt.corpus_file), "cannot read corpus file {} (run `daei corpus build` first)",
                  opt.corpus_file);
-      plan.corpus_sha = sha256_file(opt.corpus_file);
-      for_each_corpus_row(opt.corpus_file, [&](int64_t, int64_t, std::string) { ++plan.rows; });
+      std::tie(plan.corpus_sha, plan.rows) = hash_and_count_lines(opt.corpus_file);
       DAEI_CHECK(plan.rows > 0, "corpus file {} has no rows", opt.corpus_file);
       plan.dim = emb.dim();
       base.corpus_sha256 = plan.corpus_sha;
