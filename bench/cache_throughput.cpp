@@ -104,6 +104,7 @@ int main(int argc, char** argv) try {
     build_cache(o, *emb, comm);
     return secs(t0, now());
   };
+  const std::string load0 = read_file("/proc/loadavg").substr(0, 14);
   auto wall0 = now();
   double e = 1e30, c = 1e30;
   for (int rep = 0; rep < 2; ++rep) {
@@ -134,14 +135,15 @@ int main(int argc, char** argv) try {
   }
   std::string md = fmt::format(
       "# Cache build throughput vs. embedder only\n\n"
-      "- command: `{}`\n- git revision: {}\n- machine: {} ({}, {} hardware threads)\n- wall time: {:.1f} s\n\n"
+      "- command: `{}`\n- git revision: {}\n- machine: {} ({}, {} hardware threads; load average {} at the start: "
+      "the machine is shared)\n- wall time: {:.1f} s\n\n"
       "Same {} rows, noisy GloVe-100d (sigma {}), 1 process, batch {}, shards of {} rows, {}; best of 2 runs each.\n\n"
       "| what | seconds | rows/s |\n|---|---:|---:|\n"
       "| embedder only (read corpus, embed + noise) | {:.3f} | {:.0f} |\n"
       "| cache build (same + HDF5 shards, fletcher32, digests, manifest) | {:.3f} | {:.0f} |\n"
       "| **cache build / embedder only** | | **{:.1f} %** |\n\n"
       "verify: {} rows, {} shards, digest {}\n",
-      cmd, rev, host, cpu, std::thread::hardware_concurrency(), wall, rows, sigma, batch, shard_rows, dtype, e,
+      cmd, rev, host, cpu, std::thread::hardware_concurrency(), load0, wall, rows, sigma, batch, shard_rows, dtype, e,
       rows / e, c, rows / c, 100.0 * e / c, v.rows, v.shards, v.digest);
   std::cout << md;
   if (!out.empty()) {

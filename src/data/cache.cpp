@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <future>
 #include <thread>
 #include <tuple>
 #include <cerrno>
@@ -68,7 +69,7 @@ std::string h5_error() {
       H5E_DEFAULT, H5E_WALK_DOWNWARD,
       [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
         auto* v = static_cast<std::vector<std::string>*>(data);
-        if (e->desc && *e->desc) v->push_back(e->desc);
+        if (e->desc && *e->desc && (v->empty() || v->back() != e->desc)) v->push_back(e->desc);
         return 0;
       },
       &msgs);
@@ -747,6 +748,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   size_t next = 0;  // index into mine
   std::vector<int64_t> ids;
   std::vector<std::string> texts;
+  std::future<void> pending;
   auto flush_shard = [&](int64_t s) {
     ShardMeta w = base;
     w.row_begin = s * opt.shard_rows;
@@ -774,11 +776,14 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       }
       progress.update(done_rows);
     }
-    if (in(plan.noisy_todo, s)) write_shard(opt.cache_dir + "/" + shard_name(s), w, ids, noisy, texts);
-    if (in(plan.clean_todo, s)) {
-      ShardMeta cw = clean_meta(w);
-      write_shard(clean_dir + "/" + shard_name(s), cw, ids, clean, texts);
-    }
+    // Written on a background thread while the next shard is embedded (one write in flight; the main thread does
+    // not touch HDF5 meanwhile, so the serial library is used by one thread at a time).
+    if (pending.valid()) pending.get();
+    const bool want_noisy = in(plan.noisy_todo, s), want_clean = in(plan.clean_todo, s);
+    pending = std::async(std::launch::async, [=, &opt, ids = std::move(ids), texts = std::move(texts)] {
+      if (want_noisy) write_shard(opt.cache_dir + "/" + shard_name(s), w, ids, noisy, texts);
+      if (want_clean) write_shard(clean_dir + "/" + shard_name(s), clean_meta(w), ids, clean, texts);
+    });
     ++res.shards_built;
     ids.clear();
     texts.clear();
@@ -795,6 +800,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
         ++next;
       }
     });
+    if (pending.valid()) pending.get();
     DAEI_CHECK(next == mine.size(), "{} changed while the cache was built (fewer rows than planned)", opt.corpus_file);
   }
   comm.barrier();
