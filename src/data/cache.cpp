@@ -92,6 +92,21 @@ bool looks_like_checksum(const std::string& e) {
   DAEI_FAIL("{}: cannot read {} ({}): the shard is damaged or not a daei cache shard", path, what, e);
 }
 
+// File access: the 1.10 format (checksummed metadata) and no file locks. A shard is written by one rank under a
+// temporary name and only read after its rename, so locks buy nothing, and on cluster file systems (Lustre, NFS)
+// HDF5's flock fails ("unable to lock file").
+hid_t file_access() {
+  static hid_t fapl = [] {
+    hid_t p = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(p, H5F_LIBVER_V110, H5F_LIBVER_V110);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(p, false, true);
+#endif
+    return p;
+  }();
+  return fapl;
+}
+
 hid_t f16_type() {
   static hid_t t = [] {
     hid_t x = H5Tcopy(H5T_IEEE_F32LE);
@@ -207,9 +222,7 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
 
   const std::string tmp = temp_sibling(path);
   {
-    Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);  // checksummed metadata
-    Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+    Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
     DAEI_CHECK(f >= 0, "cannot create {} ({})", tmp, h5_error());
     write_dataset(f, "ids", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n, 0, ids.data());
     hid_t vt = m.dtype == "float16" ? f16_type() : H5T_IEEE_F32LE;
@@ -328,7 +341,7 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
     next = sh->end;
     DAEI_CHECK(file_exists(sh->path), "{}: shard missing — run `daei cache build --split {}{}` again", sh->path,
                split, clean ? " --clean" : "");
-    sh->file = Hid(H5Fopen(sh->path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    sh->file = Hid(H5Fopen(sh->path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
     if (sh->file < 0) fail_read(sh->path, "the file");
     Hid root(H5Gopen2(sh->file, "/", H5P_DEFAULT), H5Gclose);
     if (root < 0) fail_read(sh->path, "the root group");
@@ -570,7 +583,7 @@ Plan plan_from(const json& j) {
 
 // Is an existing complete shard the one this build would write? Mismatch → an error naming the file.
 bool shard_matches(const std::string& path, const ShardMeta& want) {
-  Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
   if (f < 0) {
     LOG_WARN("[cache] {} cannot be opened ({}): building it again", path, h5_error());
     return false;
@@ -631,7 +644,7 @@ json make_manifest(const std::string& dir, const ShardMeta& base, int64_t rows, 
     want.row_end = std::min(rows, (s + 1) * shard_rows);
     DAEI_CHECK(file_exists(p), "{}: shard missing after the build (a rank failed?)", p);
     shard_matches(p, want);
-    Hid f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    Hid f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
     Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
     shards.push_back({{"file", shard_name(s)}, {"rows", want.row_end - want.row_begin},
                       {"row_begin", want.row_begin}, {"row_end", want.row_end},
@@ -844,7 +857,7 @@ VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
   for (const auto& s : man.at("shards")) {
     const std::string path = dir + "/" + s.at("file").get<std::string>();
     DAEI_CHECK(file_exists(path), "{}: shard missing — run `daei cache build --split {}` again", path, split);
-    Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
     if (f < 0) fail_read(path, "the file");
     Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
     if (root < 0) fail_read(path, "the root group");
