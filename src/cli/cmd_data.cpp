@@ -23,7 +23,10 @@ int run_corpus_build(Context& ctx) {
   if (ctx.comm->rank() != 0) return kExitOk;  // one writer; other ranks have nothing to do
   const std::string out = ctx.run_dir + "/corpus";
   const std::string stats_path = out + "/stats.json";
-  const std::string want = YAML::Dump(ctx.config.node("corpus"));
+  // What decides the corpus's content (the sort buffer only changes memory use, not the output).
+  YAML::Node content = YAML::Clone(ctx.config.node("corpus"));
+  content.remove("sort_buffer_mb");
+  const std::string want = YAML::Dump(content);
   if (file_exists(stats_path) && !g_force) {
     json old = json::parse(read_file(stats_path));
     DAEI_CHECK(old.value("config", "") == want,

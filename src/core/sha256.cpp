@@ -6,6 +6,10 @@
 #include <vector>
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -24,7 +28,58 @@ constexpr uint32_t K[64] = {
 
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// The x86 SHA extensions (Intel SHA-NI, also on AMD Zen): about 5x the portable code. Same structure as Intel's
+// reference (Gulley et al., "Intel SHA Extensions", 2013), the 16 four-round groups written as a loop.
+__attribute__((target("sha,sse4.1"))) void blocks_shani(uint32_t state[8], const uint8_t* data, size_t nblocks) {
+  const __m128i MASK = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0]));
+  __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4]));
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);        // CDAB
+  s1 = _mm_shuffle_epi32(s1, 0x1B);          // EFGH
+  __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);  // ABEF
+  s1 = _mm_blend_epi16(s1, tmp, 0xF0);       // CDGH
+  for (; nblocks; --nblocks, data += 64) {
+    const __m128i abef = s0, cdgh = s1;
+    __m128i m[4];
+    for (int j = 0; j < 4; ++j)
+      m[j] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * j)), MASK);
+    for (int i = 0; i < 16; ++i) {
+      __m128i msg = _mm_add_epi32(m[i & 3], _mm_loadu_si128(reinterpret_cast<const __m128i*>(&K[4 * i])));
+      s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+      if (i >= 3 && i <= 14) {  // W[4(i+1) ..] from the message schedule
+        __m128i t = _mm_alignr_epi8(m[i & 3], m[(i - 1) & 3], 4);
+        m[(i + 1) & 3] = _mm_sha256msg2_epu32(_mm_add_epi32(m[(i + 1) & 3], t), m[i & 3]);
+      }
+      msg = _mm_shuffle_epi32(msg, 0x0E);
+      s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
+      if (i >= 1 && i <= 12) m[(i - 1) & 3] = _mm_sha256msg1_epu32(m[(i - 1) & 3], m[i & 3]);
+    }
+    s0 = _mm_add_epi32(s0, abef);
+    s1 = _mm_add_epi32(s1, cdgh);
+  }
+  tmp = _mm_shuffle_epi32(s0, 0x1B);   // FEBA
+  s1 = _mm_shuffle_epi32(s1, 0xB1);    // DCHG
+  s0 = _mm_blend_epi16(tmp, s1, 0xF0); // DCBA
+  s1 = _mm_alignr_epi8(s1, tmp, 8);    // HGFE
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), s0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), s1);
+}
+bool cpu_has_sha() {
+  static const bool has = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  return has;
+}
+#else
+void blocks_shani(uint32_t*, const uint8_t*, size_t) {}
+bool cpu_has_sha() { return false; }
+#endif
+
+std::atomic<bool> g_allow_hw{true};
+
 }  // namespace
+
+bool Sha256::hardware_accelerated() { return g_allow_hw.load() && cpu_has_sha(); }
+void Sha256::allow_hardware_acceleration(bool allow) { g_allow_hw.store(allow); }
 
 Sha256::Sha256() {
   const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -33,6 +88,7 @@ Sha256::Sha256() {
 }
 
 void Sha256::block(const uint8_t* p) {
+  if (hardware_accelerated()) return blocks_shani(h_, p, 1);
   uint32_t w[64];
   for (int i = 0; i < 16; ++i)
     w[i] = (uint32_t(p[4 * i]) << 24) | (uint32_t(p[4 * i + 1]) << 16) | (uint32_t(p[4 * i + 2]) << 8) | p[4 * i + 3];
@@ -62,6 +118,11 @@ void Sha256::update(const void* data, size_t n) {
     std::memcpy(buf_ + buf_len_, p, take);
     buf_len_ += take; p += take; n -= take;
     if (buf_len_ == 64) { block(buf_); buf_len_ = 0; }
+  }
+  if (n >= 64 && hardware_accelerated()) {
+    blocks_shani(h_, p, n / 64);
+    p += n / 64 * 64;
+    n %= 64;
   }
   while (n >= 64) { block(p); p += 64; n -= 64; }
   if (n) { std::memcpy(buf_, p, n); buf_len_ = n; }

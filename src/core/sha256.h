@@ -14,6 +14,9 @@ class Sha256 {
   void update(const std::string& s) { update(s.data(), s.size()); }
   std::array<uint8_t, 32> digest();  // finishes; the object must not be updated afterwards
   std::string hex();                 // digest() as 64 lowercase hex characters
+  // The x86 SHA extensions are used when the CPU has them; tests switch them off to compare both paths.
+  static bool hardware_accelerated();
+  static void allow_hardware_acceleration(bool allow);
 
  private:
   void block(const uint8_t* p);

@@ -7,7 +7,11 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <future>
 #include <thread>
+#include <tuple>
+#include <cerrno>
+#include <cstdio>
 #include <torch/torch.h>
 
 #include "core/config.h"
@@ -65,7 +69,7 @@ std::string h5_error() {
       H5E_DEFAULT, H5E_WALK_DOWNWARD,
       [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
         auto* v = static_cast<std::vector<std::string>*>(data);
-        if (e->desc && *e->desc) v->push_back(e->desc);
+        if (e->desc && *e->desc && (v->empty() || v->back() != e->desc)) v->push_back(e->desc);
         return 0;
       },
       &msgs);
@@ -86,6 +90,21 @@ bool looks_like_checksum(const std::string& e) {
     DAEI_FAIL("{}: checksum error reading {} ({}): the shard is damaged; delete it and run `daei cache build` "
               "again to rebuild it", path, what, e);
   DAEI_FAIL("{}: cannot read {} ({}): the shard is damaged or not a daei cache shard", path, what, e);
+}
+
+// File access: the 1.10 format (checksummed metadata) and no file locks. A shard is written by one rank under a
+// temporary name and only read after its rename, so locks buy nothing, and on cluster file systems (Lustre, NFS)
+// HDF5's flock fails ("unable to lock file").
+hid_t file_access() {
+  static hid_t fapl = [] {
+    hid_t p = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(p, H5F_LIBVER_V110, H5F_LIBVER_V110);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(p, false, true);
+#endif
+    return p;
+  }();
+  return fapl;
 }
 
 hid_t f16_type() {
@@ -203,9 +222,7 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
 
   const std::string tmp = temp_sibling(path);
   {
-    Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);  // checksummed metadata
-    Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+    Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
     DAEI_CHECK(f >= 0, "cannot create {} ({})", tmp, h5_error());
     write_dataset(f, "ids", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n, 0, ids.data());
     hid_t vt = m.dtype == "float16" ? f16_type() : H5T_IEEE_F32LE;
@@ -324,7 +341,7 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
     next = sh->end;
     DAEI_CHECK(file_exists(sh->path), "{}: shard missing — run `daei cache build --split {}{}` again", sh->path,
                split, clean ? " --clean" : "");
-    sh->file = Hid(H5Fopen(sh->path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    sh->file = Hid(H5Fopen(sh->path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
     if (sh->file < 0) fail_read(sh->path, "the file");
     Hid root(H5Gopen2(sh->file, "/", H5P_DEFAULT), H5Gclose);
     if (root < 0) fail_read(sh->path, "the root group");
@@ -566,7 +583,7 @@ Plan plan_from(const json& j) {
 
 // Is an existing complete shard the one this build would write? Mismatch → an error naming the file.
 bool shard_matches(const std::string& path, const ShardMeta& want) {
-  Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
   if (f < 0) {
     LOG_WARN("[cache] {} cannot be opened ({}): building it again", path, h5_error());
     return false;
@@ -589,6 +606,25 @@ bool shard_matches(const std::string& path, const ShardMeta& want) {
   return true;
 }
 
+// One pass over the corpus file: its SHA-256 and its number of lines (= rows).
+std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  int64_t lines = 0;
+  char last = '\n';
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    h.update(buf.data(), n);
+    lines += std::count(buf.data(), buf.data() + n, '\n');
+    last = buf[n - 1];
+  }
+  DAEI_CHECK(!std::ferror(f.get()), "read error on {}", path);
+  if (last != '\n') ++lines;
+  return {h.hex(), lines};
+}
+
 void remove_temps(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   for (auto& e : fs::directory_iterator(dir))
@@ -608,7 +644,7 @@ json make_manifest(const std::string& dir, const ShardMeta& base, int64_t rows, 
     want.row_end = std::min(rows, (s + 1) * shard_rows);
     DAEI_CHECK(file_exists(p), "{}: shard missing after the build (a rank failed?)", p);
     shard_matches(p, want);
-    Hid f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    Hid f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
     Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
     shards.push_back({{"file", shard_name(s)}, {"rows", want.row_end - want.row_begin},
                       {"row_begin", want.row_begin}, {"row_end", want.row_end},
@@ -660,8 +696,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
                  emb.id());
       DAEI_CHECK(file_exists(opt.corpus_file), "cannot read corpus file {} (run `daei corpus build` first)",
                  opt.corpus_file);
-      plan.corpus_sha = sha256_file(opt.corpus_file);
-      for_each_corpus_row(opt.corpus_file, [&](int64_t, int64_t, std::string) { ++plan.rows; });
+      std::tie(plan.corpus_sha, plan.rows) = hash_and_count_lines(opt.corpus_file);
       DAEI_CHECK(plan.rows > 0, "corpus file {} has no rows", opt.corpus_file);
       plan.dim = emb.dim();
       base.corpus_sha256 = plan.corpus_sha;
@@ -726,6 +761,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   size_t next = 0;  // index into mine
   std::vector<int64_t> ids;
   std::vector<std::string> texts;
+  std::future<void> pending;
   auto flush_shard = [&](int64_t s) {
     ShardMeta w = base;
     w.row_begin = s * opt.shard_rows;
@@ -753,11 +789,14 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       }
       progress.update(done_rows);
     }
-    if (in(plan.noisy_todo, s)) write_shard(opt.cache_dir + "/" + shard_name(s), w, ids, noisy, texts);
-    if (in(plan.clean_todo, s)) {
-      ShardMeta cw = clean_meta(w);
-      write_shard(clean_dir + "/" + shard_name(s), cw, ids, clean, texts);
-    }
+    // Written on a background thread while the next shard is embedded (one write in flight; the main thread does
+    // not touch HDF5 meanwhile, so the serial library is used by one thread at a time).
+    if (pending.valid()) pending.get();
+    const bool want_noisy = in(plan.noisy_todo, s), want_clean = in(plan.clean_todo, s);
+    pending = std::async(std::launch::async, [=, &opt, ids = std::move(ids), texts = std::move(texts)] {
+      if (want_noisy) write_shard(opt.cache_dir + "/" + shard_name(s), w, ids, noisy, texts);
+      if (want_clean) write_shard(clean_dir + "/" + shard_name(s), clean_meta(w), ids, clean, texts);
+    });
     ++res.shards_built;
     ids.clear();
     texts.clear();
@@ -774,6 +813,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
         ++next;
       }
     });
+    if (pending.valid()) pending.get();
     DAEI_CHECK(next == mine.size(), "{} changed while the cache was built (fewer rows than planned)", opt.corpus_file);
   }
   comm.barrier();
@@ -817,7 +857,7 @@ VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
   for (const auto& s : man.at("shards")) {
     const std::string path = dir + "/" + s.at("file").get<std::string>();
     DAEI_CHECK(file_exists(path), "{}: shard missing — run `daei cache build --split {}` again", path, split);
-    Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
     if (f < 0) fail_read(path, "the file");
     Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
     if (root < 0) fail_read(path, "the root group");

@@ -13,6 +13,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "core/sha256.h"
 #include "model/http_embedder.h"
 
@@ -23,34 +24,6 @@ namespace fs = std::filesystem;
 // GloVe
 
 namespace {
-
-// One F32 tensor out of a safetensors file. (The models branch brings the general reader, core/safetensors.h;
-// this stays minimal so the data layer does not wait for it.)
-at::Tensor read_f32_tensor(const std::string& path, const std::string& name) {
-  std::string bytes = read_file(path);
-  DAEI_CHECK(bytes.size() >= 8, "{}: too short for a safetensors file", path);
-  uint64_t hlen = 0;
-  std::memcpy(&hlen, bytes.data(), 8);
-  DAEI_CHECK(hlen <= bytes.size() - 8, "{}: header length {} runs past the end of the file", path, hlen);
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(bytes.substr(8, hlen));
-  } catch (const std::exception& e) {
-    DAEI_FAIL("{}: bad safetensors header: {}", path, e.what());
-  }
-  DAEI_CHECK(h.contains(name), "{}: no tensor named '{}'", path, name);
-  const auto& t = h[name];
-  DAEI_CHECK(t.value("dtype", "") == "F32", "{}: tensor '{}' is not F32", path, name);
-  auto shape = t.at("shape").get<std::vector<int64_t>>();
-  auto off = t.at("data_offsets").get<std::vector<uint64_t>>();
-  DAEI_CHECK(shape.size() == 2 && off.size() == 2, "{}: tensor '{}' must be 2-d", path, name);
-  uint64_t n = uint64_t(shape[0]) * uint64_t(shape[1]) * 4;
-  DAEI_CHECK(off[1] - off[0] == n && 8 + hlen + off[1] <= bytes.size(), "{}: tensor '{}' offsets do not fit the file",
-             path, name);
-  at::Tensor out = torch::empty({shape[0], shape[1]}, torch::kFloat32);
-  std::memcpy(out.data_ptr<float>(), bytes.data() + 8 + hlen + off[0], n);
-  return out;
-}
 
 void check_asset(const std::string& dir) {
   const std::string manifest = dir + "/asset.json";
@@ -74,7 +47,11 @@ bool is_punct(unsigned char c) { return c < 128 && std::ispunct(c); }
 
 GloveEmbedder::GloveEmbedder(const std::string& dir) {
   check_asset(dir);
-  vectors_ = read_f32_tensor(dir + "/vectors.safetensors", "vectors");
+  auto tensors = load_safetensors(dir + "/vectors.safetensors");
+  DAEI_CHECK(tensors.count("vectors") && tensors["vectors"].dim() == 2 &&
+                 tensors["vectors"].scalar_type() == torch::kFloat32,
+             "{}/vectors.safetensors: no float32 2-d tensor named 'vectors'", dir);
+  vectors_ = tensors["vectors"].contiguous();
   dim_ = vectors_.size(1);
   std::ifstream in(dir + "/vocab.txt");
   DAEI_CHECK(in, "cannot read {}/vocab.txt", dir);

@@ -1,13 +1,165 @@
-// TransformerEmbedder: lands with the models branch (T5/BERT); until then the factory says so.
-#include <memory>
+#include "model/transformer_embedder.h"
+
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include "core/config.h"
 #include "core/error.h"
-#include "model/embedder.h"
+#include "core/fsutil.h"
+#include "core/safetensors.h"
+#include "core/sha256.h"
+#include "model/bert.h"
+#include "model/t5.h"
+#include "model/tokenizer_spm.h"
+#include "model/tokenizer_wordpiece.h"
 
 namespace daei {
-std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg) {
-  DAEI_FAIL("embedder.kind={} needs the transformer embedder, which this build does not have yet",
-            cfg.str("embedder.kind"));
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct TransformerEmbedder::Impl {
+  std::shared_ptr<T5EncoderModelImpl> t5;
+  std::shared_ptr<BertModelImpl> bert;
+  std::unique_ptr<SpmTokenizer> spm;
+  std::unique_ptr<WordPieceTokenizer> wordpiece;
+};
+
+TransformerEmbedder::~TransformerEmbedder() = default;
+
+TransformerEmbedder::TransformerEmbedder(const TransformerEmbedderSpec& spec)
+    : impl_(std::make_unique<Impl>()), max_length_(spec.max_length), batch_size_(spec.batch_size) {
+  const std::string& dir = spec.dir;
+  DAEI_CHECK(!dir.empty(), "embedder.kind={} needs embedder.model: a model directory (config.json, "
+             "model.safetensors, tokenizer; sentence-transformers modules.json optional)", spec.kind);
+  DAEI_CHECK(fs::is_directory(dir), "embedder.model {} is not a directory", dir);
+  DAEI_CHECK(spec.kind == "t5" || spec.kind == "bert", "transformer embedder kind must be t5 or bert, got '{}'",
+             spec.kind);
+  DAEI_CHECK(max_length_ >= 2 && batch_size_ >= 1, "embedder.max_length must be >= 2 and batch_size >= 1");
+
+  // Modules: sentence-transformers layout, else the preset.
+  std::string model_dir = dir;
+  std::string dense_dir;
+  const std::string modules = dir + "/modules.json";
+  if (file_exists(modules)) {
+    json m = json::parse(read_file(modules));
+    DAEI_CHECK(m.is_array(), "{}: expected a JSON array of modules", modules);
+    bool saw_pooling = false;
+    for (const auto& mod : m) {
+      const std::string type = mod.value("type", ""), path = mod.value("path", "");
+      const std::string sub = path.empty() ? dir : dir + "/" + path;
+      auto ends = [&](const char* s) { return type.size() >= strlen(s) && type.compare(type.size() - strlen(s), strlen(s), s) == 0; };
+      if (ends("Transformer")) {
+        model_dir = sub;
+      } else if (ends("Pooling")) {
+        json p = json::parse(read_file(sub + "/config.json"));
+        const bool mean = p.value("pooling_mode_mean_tokens", false), cls = p.value("pooling_mode_cls_token", false);
+        DAEI_CHECK(mean != cls, "{}/config.json: exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token "
+                   "must be true (others are not supported)", sub);
+        pooling_ = mean ? "mean" : "cls";
+        saw_pooling = true;
+      } else if (ends("Dense")) {
+        dense_dir = sub;
+      } else if (ends("Normalize")) {
+        normalize_ = true;
+      } else {
+        DAEI_FAIL("{}: module type '{}' is not supported (Transformer, Pooling, Dense, Normalize)", modules, type);
+      }
+    }
+    DAEI_CHECK(saw_pooling, "{}: no Pooling module", modules);
+  } else if (spec.preset == "gtr-t5-base") {
+    DAEI_CHECK(spec.kind == "t5", "preset gtr-t5-base is a T5 encoder: set embedder.kind=t5");
+    pooling_ = "mean";
+    normalize_ = false;  // vec2text's GTR: mean-pooled encoder states, no dense, no normalisation
+  } else if (spec.preset == "gte-base") {
+    DAEI_CHECK(spec.kind == "bert", "preset gte-base is a BERT model: set embedder.kind=bert");
+    pooling_ = "mean";
+    normalize_ = true;
+  } else {
+    DAEI_FAIL("{} has no modules.json: set embedder.preset to gtr-t5-base or gte-base", dir);
+  }
+
+  const std::string cfg_path = model_dir + "/config.json", weights = model_dir + "/model.safetensors";
+  DAEI_CHECK(file_exists(cfg_path) && file_exists(weights), "{}: needs config.json and model.safetensors", model_dir);
+  const std::string model_type = json::parse(read_file(cfg_path)).value("model_type", spec.kind);
+  DAEI_CHECK(model_type == spec.kind, "{}: model_type is '{}' but embedder.kind is '{}'", cfg_path, model_type,
+             spec.kind);
+  if (spec.kind == "t5") {
+    impl_->t5 = T5EncoderModelImpl::from_pretrained(model_dir);
+    impl_->t5->eval();
+    dim_ = impl_->t5->cfg.d_model;
+    const std::string sp = model_dir + "/spiece.model";
+    DAEI_CHECK(file_exists(sp), "{}: no spiece.model (the T5 SentencePiece tokenizer)", model_dir);
+    impl_->spm = std::make_unique<SpmTokenizer>(sp);
+  } else {
+    impl_->bert = BertModelImpl::from_pretrained(model_dir);
+    impl_->bert->eval();
+    dim_ = impl_->bert->cfg.hidden_size;
+    const std::string vocab = model_dir + "/vocab.txt";
+    DAEI_CHECK(file_exists(vocab), "{}: no vocab.txt (the BERT WordPiece vocabulary)", model_dir);
+    json tc = file_exists(model_dir + "/tokenizer_config.json")
+                  ? json::parse(read_file(model_dir + "/tokenizer_config.json"))
+                  : json::object();
+    impl_->wordpiece = std::make_unique<WordPieceTokenizer>(vocab, tc.value("do_lower_case", true));
+  }
+  std::string fingerprint = sha256_file(weights).substr(0, 16);
+  if (!dense_dir.empty()) {
+    json dc = json::parse(read_file(dense_dir + "/config.json"));
+    auto t = load_safetensors(dense_dir + "/model.safetensors");
+    DAEI_CHECK(t.count("linear.weight"), "{}/model.safetensors: no linear.weight", dense_dir);
+    dense_w_ = t["linear.weight"].to(torch::kFloat32);
+    if (t.count("linear.bias")) dense_b_ = t["linear.bias"].to(torch::kFloat32);
+    DAEI_CHECK(dense_w_.dim() == 2 && dense_w_.size(1) == dim_, "{}: linear.weight is [{}, {}] but the transformer gives "
+               "{}-d states", dense_dir, dense_w_.size(0), dense_w_.dim() == 2 ? dense_w_.size(1) : -1, dim_);
+    const std::string act = dc.value("activation_function", "torch.nn.modules.linear.Identity");
+    if (act.find("Tanh") != std::string::npos) dense_act_ = "tanh";
+    else DAEI_CHECK(act.find("Identity") != std::string::npos, "{}: activation {} not supported", dense_dir, act);
+    dim_ = dense_w_.size(0);
+    fingerprint += "+" + sha256_file(dense_dir + "/model.safetensors").substr(0, 8);
+  }
+  id_ = fmt::format("{}:{}@{}[{}{}{}]", spec.kind, fs::path(dir).filename().string(), fingerprint, pooling_,
+                    has_dense() ? "+dense" : "", normalize_ ? "+l2" : "");
 }
+
+at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (size_t b = 0; b < texts.size(); b += batch_size_) {
+    std::vector<std::string> chunk(texts.begin() + b, texts.begin() + std::min(texts.size(), b + batch_size_));
+    at::Tensor hidden, mask;
+    if (impl_->t5) {
+      auto batch = impl_->spm->encode_batch(chunk, max_length_);
+      mask = batch.attention_mask;
+      hidden = impl_->t5->forward(batch.input_ids, mask);
+    } else {
+      auto batch = impl_->wordpiece->encode_batch(chunk, max_length_);
+      mask = batch.attention_mask;
+      hidden = impl_->bert->forward(batch.input_ids, mask, batch.token_type_ids).last_hidden_state;
+    }
+    at::Tensor e = pooling_ == "cls" ? hidden.select(1, 0) : masked_mean_pool(hidden, mask);
+    e = e.to(torch::kFloat32);
+    if (dense_w_.defined()) {
+      e = torch::matmul(e, dense_w_.t());
+      if (dense_b_.defined()) e = e + dense_b_;
+      if (dense_act_ == "tanh") e = torch::tanh(e);
+    }
+    if (normalize_) e = torch::nn::functional::normalize(e, torch::nn::functional::NormalizeFuncOptions().dim(1));
+    parts.push_back(e.contiguous());
+  }
+  if (parts.empty()) return torch::empty({0, dim_}, torch::kFloat32);
+  return torch::cat(parts);
+}
+
+std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg) {
+  TransformerEmbedderSpec s;
+  s.dir = cfg.str("embedder.model");
+  s.kind = cfg.str("embedder.kind");
+  s.preset = cfg.str("embedder.preset");
+  s.max_length = cfg.integer("embedder.max_length");
+  s.batch_size = cfg.integer("embedder.batch_size");
+  return std::make_shared<TransformerEmbedder>(s);
+}
+
 }  // namespace daei

@@ -40,7 +40,7 @@ echo "== 2 ranks, one killed with kill -9 midway"
 MPI_PID=$!
 SH=runs/resumed/cache/train
 for _ in $(seq 1 600); do
-  n=$(ls $SH/shard-*.h5 2>/dev/null | wc -l)
+  n=$( (find $SH -maxdepth 1 -name "shard-*.h5" 2>/dev/null || true) | wc -l)
   [[ $n -ge 4 ]] && break
   kill -0 $MPI_PID 2>/dev/null || { cat mpi2.log; echo "mpirun ended before the kill"; exit 1; }
   sleep 0.1

@@ -46,3 +46,13 @@ print(f"{n} lines ({input_mb} MB) -> {rows} rows; peak RSS {rss_kb/1024:.0f} MB;
 # libtorch + MPI alone take ~100 MB; the corpus itself is held only in the 4 MB sort buffer
 assert rss_kb < 220 * 1024, f"peak RSS {rss_kb/1024:.0f} MB"
 PY
+# Re-running with the same config keeps the corpus; another config is refused unless --force (nothing overwritten).
+ARGS=(--set run.root="$TMP/runs" --set corpus.sources=[] --set "corpus.files=[$TMP/big.txt]" --set corpus.ood=[]
+      --set corpus.test_size=1000 --set corpus.val_size=1000)
+before=$(sha256sum runs/quickstart/corpus/train.jsonl)
+"$BUILD/daei" corpus build "${ARGS[@]}" 2>log.txt
+grep -q "up to date" log.txt || { cat log.txt; exit 1; }
+if "$BUILD/daei" corpus build "${ARGS[@]}" --set corpus.seed=7 2>err.txt; then echo "a changed config was accepted"; exit 1; fi
+grep -q "pass --force" err.txt || { cat err.txt; exit 1; }
+[[ "$(sha256sum runs/quickstart/corpus/train.jsonl)" == "$before" ]]
+echo ok

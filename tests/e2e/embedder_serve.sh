@@ -39,11 +39,12 @@ PY
 [[ ! -d runs ]] || { echo "embed created a run directory"; exit 1; }
 
 echo "== serve-embedder + estimate-sigma over loopback"
+: >server.out  # exists before the server's shell opens it: the loop below may read it first
 "$DAEI" serve-embedder "${CFG[@]}" --port 0 >server.out 2>server.err &
 SERVER_PID=$!
 PORT=""
 for _ in $(seq 1 600); do
-  PORT=$(sed -n 's#^listening http://127.0.0.1:\([0-9]*\)$#\1#p' server.out)
+  PORT=$(sed -n 's#^listening http://127.0.0.1:\([0-9]*\)$#\1#p' server.out || true)
   [[ -n "$PORT" ]] && break
   kill -0 "$SERVER_PID" 2>/dev/null || { cat server.err; exit 1; }
   sleep 0.1

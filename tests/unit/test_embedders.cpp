@@ -76,6 +76,19 @@ TEST(Sha256, KnownVectors) {
   EXPECT_EQ(h.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+TEST(Sha256, HardwareAndPortablePathsAgree) {
+  std::string data(5000, '\0');
+  uint64_t x = 1;
+  for (auto& c : data) c = char((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
+  for (size_t len : {0, 1, 55, 56, 63, 64, 65, 127, 128, 1000, 4999}) {
+    Sha256::allow_hardware_acceleration(false);
+    std::string portable = sha256_hex(data.substr(0, len));
+    Sha256::allow_hardware_acceleration(true);
+    EXPECT_EQ(sha256_hex(data.substr(0, len)), portable) << len;
+  }
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
 TEST(Glove, SentenceIsNormalisedMeanOfRawVectors) {
   GloveEmbedder g(kMini);
   EXPECT_EQ(g.dim(), 4);
