@@ -1,7 +1,5 @@
-// Named tensors on disk for checkpoints: a minimal safetensors writer/reader (8-byte little-endian header length,
-// JSON header {name: {dtype, shape, data_offsets}}, raw little-endian data), enough for model.safetensors files that
-// Python's safetensors reads. Kept behind this small interface so it can switch to src/core/safetensors (models
-// branch) once that lands on main.
+// Named tensors of checkpoints: model.safetensors through src/core/safetensors (Hugging Face's format, readable from
+// Python), and the parameters and buffers of several modules saved together under name prefixes.
 #pragma once
 #include <map>
 #include <memory>
