@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
-#ifdef DAEI_HAVE_NCCL
+#ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
 
@@ -49,10 +49,11 @@ std::string library_versions() {
   unsigned h5a, h5b, h5c;
   H5get_libversion(&h5a, &h5b, &h5c);
   std::string s = fmt::format("libtorch {}, {}, HDF5 {}.{}.{}", TORCH_VERSION, mpi, h5a, h5b, h5c);
-#ifdef DAEI_HAVE_NCCL
-  s += fmt::format(", NCCL headers {}", nccl_raw::header_version_code());
+#ifdef DAEI_NCCL_COMMUNICATOR
+  s += fmt::format(", NCCL {} (communicator built)", nccl_raw::version_code());
 #else
-  s += ", NCCL not compiled";
+  s += std::string(DAEI_NCCL_HEADER).empty() ? ", NCCL not compiled"
+                                             : ", NCCL raw layer compiled; communicator needs a CUDA libtorch";
 #endif
   return s;
 }
