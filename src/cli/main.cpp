@@ -69,6 +69,26 @@ std::string current_git_rev() {
   return rev;
 }
 
+// The run directory keeps the resolved config. When a later command (a resume, the next stage) runs with a
+// different one, say which keys changed before replacing it, so a silent change of σ or model size shows in the log.
+void save_config_noting_changes(const Context& ctx) {
+  const std::string path = ctx.run_dir + "/config.yaml";
+  if (file_exists(path)) {
+    try {
+      auto before = Config::load(path, {});
+      auto changed = Config::diff(before, ctx.config);
+      if (!changed.empty()) {
+        std::string keys;
+        for (auto& k : changed) keys += (keys.empty() ? "" : ", ") + k;
+        LOG_WARN("[main] config differs from {} in: {}", path, keys);
+      }
+    } catch (const std::exception& e) {
+      LOG_WARN("[main] cannot compare with the saved config {}: {}", path, e.what());
+    }
+  }
+  ctx.config.save(path);
+}
+
 int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, char** argv) {
   Context ctx;
   ctx.proc = MpiProcess::init(&argc, &argv);
@@ -94,7 +114,7 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   std::string map;
   for (auto& h : hosts) map += (map.empty() ? "" : ", ") + h;
   LOG_INFO("[dist] {} backend, world {}: {}", ctx.comm->kind(), ctx.comm->size(), map);
-  if (spec.uses_run_dir && ctx.proc.rank == 0) ctx.config.save(ctx.run_dir + "/config.yaml");
+  if (spec.uses_run_dir && ctx.proc.rank == 0) save_config_noting_changes(ctx);
   return spec.run(ctx);
 }
 
