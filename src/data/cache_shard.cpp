@@ -1,0 +1,247 @@
+#include "data/cache_shard.h"
+#include "data/cache.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <future>
+#include <thread>
+#include <tuple>
+#include <cerrno>
+#include <cstdio>
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/sha256.h"
+#include "data/corpus.h"
+#include "dist/communicator.h"
+#include "model/embedder.h"
+
+namespace daei {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+
+// ---------------------------------------------------------------------------------------------------------------
+// HDF5 helpers
+
+namespace cache_detail {
+
+void quiet_hdf5() {
+  static bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+// The current HDF5 error stack as one line (innermost descriptions), then cleared.
+std::string h5_error() {
+  std::vector<std::string> msgs;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        auto* v = static_cast<std::vector<std::string>*>(data);
+        if (e->desc && *e->desc && (v->empty() || v->back() != e->desc)) v->push_back(e->desc);
+        return 0;
+      },
+      &msgs);
+  H5Eclear2(H5E_DEFAULT);
+  std::string s;
+  for (size_t i = 0; i < msgs.size() && i < 4; ++i) s += (i ? "; " : "") + msgs[i];
+  return s.empty() ? "unknown HDF5 error" : s;
+}
+
+bool looks_like_checksum(const std::string& e) {
+  return e.find("checksum") != std::string::npos || e.find("filter") != std::string::npos ||
+         e.find("pipeline") != std::string::npos;
+}
+
+[[noreturn]] void fail_read(const std::string& path, const std::string& what) {
+  std::string e = h5_error();
+  if (looks_like_checksum(e))
+    DAEI_FAIL("{}: checksum error reading {} ({}): the shard is damaged; delete it and run `daei cache build` "
+              "again to rebuild it", path, what, e);
+  DAEI_FAIL("{}: cannot read {} ({}): the shard is damaged or not a daei cache shard", path, what, e);
+}
+
+// File access: the 1.10 format (checksummed metadata) and no file locks. A shard is written by one rank under a
+// temporary name and only read after its rename, so locks buy nothing, and on cluster file systems (Lustre, NFS)
+// HDF5's flock fails ("unable to lock file").
+hid_t file_access() {
+  static hid_t fapl = [] {
+    hid_t p = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(p, H5F_LIBVER_V110, H5F_LIBVER_V110);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(p, false, true);
+#endif
+    return p;
+  }();
+  return fapl;
+}
+
+hid_t f16_type() {
+  static hid_t t = [] {
+    hid_t x = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(x, 15, 10, 5, 0, 10);
+    H5Tset_size(x, 2);
+    H5Tset_ebias(x, 15);
+    return x;
+  }();
+  return t;
+}
+
+void attr_str(hid_t obj, const char* name, const std::string& v) {
+  Hid t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t, std::max<size_t>(1, v.size()));
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  Hid sp(H5Screate(H5S_SCALAR), H5Sclose);
+  Hid a(H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DAEI_CHECK(a >= 0 && H5Awrite(a, t, v.empty() ? "" : v.data()) >= 0, "HDF5: cannot write attribute {}", name);
+}
+void attr_i64(hid_t obj, const char* name, int64_t v) {
+  Hid sp(H5Screate(H5S_SCALAR), H5Sclose);
+  Hid a(H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DAEI_CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &v) >= 0, "HDF5: cannot write attribute {}", name);
+}
+void attr_f64(hid_t obj, const char* name, double v) {
+  Hid sp(H5Screate(H5S_SCALAR), H5Sclose);
+  Hid a(H5Acreate2(obj, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DAEI_CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &v) >= 0, "HDF5: cannot write attribute {}", name);
+}
+
+bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
+
+std::string read_attr_str(hid_t obj, const char* name, const std::string& path) {
+  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (a < 0) fail_read(path, fmt::format("attribute '{}'", name));
+  Hid t(H5Aget_type(a), H5Tclose);
+  size_t n = H5Tget_size(t);
+  std::string s(n, '\0');
+  Hid mt(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mt, n);
+  H5Tset_cset(mt, H5T_CSET_UTF8);
+  if (H5Aread(a, mt, s.data()) < 0) fail_read(path, fmt::format("attribute '{}'", name));
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+int64_t read_attr_i64(hid_t obj, const char* name, const std::string& path) {
+  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  int64_t v = 0;
+  if (a < 0 || H5Aread(a, H5T_NATIVE_INT64, &v) < 0) fail_read(path, fmt::format("attribute '{}'", name));
+  return v;
+}
+double read_attr_f64(hid_t obj, const char* name, const std::string& path) {
+  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  double v = 0;
+  if (a < 0 || H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0) fail_read(path, fmt::format("attribute '{}'", name));
+  return v;
+}
+
+// 1-d or 2-d chunked dataset with fletcher32, chunk ≈ 1 MB of rows.
+void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type, size_t elem, int64_t rows,
+                   int64_t cols, const void* data) {
+  const int rank = cols > 0 ? 2 : 1;
+  hsize_t dims[2] = {hsize_t(rows), hsize_t(std::max<int64_t>(cols, 1))};
+  int64_t row_bytes = int64_t(elem) * std::max<int64_t>(cols, 1);
+  hsize_t chunk[2] = {hsize_t(std::clamp<int64_t>((1 << 20) / row_bytes, 1, rows)), dims[1]};
+  Hid sp(H5Screate_simple(rank, dims, nullptr), H5Sclose);
+  Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_chunk(dcpl, rank, chunk);
+  H5Pset_fletcher32(dcpl);
+  H5Pset_obj_track_times(dcpl, false);
+  Hid ds(H5Dcreate2(file, name, file_type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
+  DAEI_CHECK(ds >= 0, "HDF5: cannot create dataset {} ({})", name, h5_error());
+  DAEI_CHECK(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0, "HDF5: cannot write dataset {} ({})",
+             name, h5_error());
+}
+
+size_t elem_size(const std::string& dtype) { return dtype == "float16" ? 2 : 4; }
+
+// Row serialisation for the content digest (see cache.h).
+void hash_row(Sha256& h, int64_t id, const void* vec, size_t vec_bytes, const char* text, uint64_t len) {
+  h.update(&id, 8);  // little-endian hosts only (x86-64, aarch64)
+  h.update(vec, vec_bytes);
+  h.update(&len, 8);
+  h.update(text, len);
+}
+
+// Writes a complete shard under a temporary name, renames it into place; returns its content digest.
+std::string write_shard(const std::string& path, const ShardMeta& m, const std::vector<int64_t>& ids,
+                        const at::Tensor& vectors, const std::vector<std::string>& texts) {
+  quiet_hdf5();
+  const int64_t n = ids.size(), d = m.dim;
+  DAEI_ASSERT(vectors.size(0) == n && vectors.size(1) == d && int64_t(texts.size()) == n, "shard shape");
+  at::Tensor stored = (m.dtype == "float16" ? vectors.to(torch::kHalf) : vectors.to(torch::kFloat32)).contiguous();
+  const size_t es = elem_size(m.dtype);
+  std::vector<int64_t> offsets(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + int64_t(texts[i].size());
+  std::string blob;
+  blob.reserve(offsets[n]);
+  for (auto& t : texts) blob += t;
+  Sha256 h;
+  const char* vp = static_cast<const char*>(stored.data_ptr());
+  for (int64_t i = 0; i < n; ++i) hash_row(h, ids[i], vp + i * d * es, d * es, texts[i].data(), texts[i].size());
+  const std::string digest = h.hex();
+  if (blob.empty()) blob.push_back('\0');  // a dataset needs one element; text_offsets says 0 bytes are used
+
+  const std::string tmp = temp_sibling(path);
+  {
+    Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
+    DAEI_CHECK(f >= 0, "cannot create {} ({})", tmp, h5_error());
+    write_dataset(f, "ids", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n, 0, ids.data());
+    hid_t vt = m.dtype == "float16" ? f16_type() : H5T_IEEE_F32LE;
+    write_dataset(f, m.kind.c_str(), vt, vt, es, n, d, stored.data_ptr());
+    write_dataset(f, "text", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, int64_t(blob.size()), 0, blob.data());
+    write_dataset(f, "text_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n + 1, 0, offsets.data());
+    Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
+    attr_i64(root, "schema", kCacheSchema);
+    attr_str(root, "kind", m.kind);
+    attr_str(root, "split", m.split);
+    attr_str(root, "embedder", m.embedder);
+    attr_f64(root, "sigma", m.sigma);
+    attr_i64(root, "noise_seed", int64_t(m.noise_seed));
+    attr_i64(root, "dim", d);
+    attr_str(root, "dtype", m.dtype);
+    attr_i64(root, "row_begin", m.row_begin);
+    attr_i64(root, "row_end", m.row_end);
+    attr_str(root, "corpus_sha256", m.corpus_sha256);
+    attr_str(root, "content_sha256", digest);
+    attr_i64(root, "offline_eval_only", m.kind == "clean" ? 1 : 0);
+    DAEI_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "cannot flush {}", tmp);
+  }
+  fs::rename(tmp, path);
+  return digest;
+}
+
+std::string shard_name(int64_t s) { return fmt::format("shard-{:05d}.h5", s); }
+
+// Clean shards: same rows, dataset "clean", always float32, marked offline_eval_only.
+ShardMeta clean_meta(ShardMeta m) {
+  m.kind = "clean";
+  m.dtype = "float32";
+  return m;
+}
+
+json read_manifest(const std::string& dir, const std::string& split_hint) {
+  const std::string p = dir + "/manifest.json";
+  if (!file_exists(p))
+    DAEI_FAIL("{}: incomplete: manifest.json missing — run `daei cache build --split {}` again to resume", dir,
+              split_hint);
+  try {
+    return json::parse(read_file(p));
+  } catch (const json::exception& e) {
+    DAEI_FAIL("{}: not valid JSON ({}); run `daei cache build` again", p, e.what());
+  }
+}
+
+}  // namespace cache_detail
+}  // namespace daei

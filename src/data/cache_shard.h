@@ -1,0 +1,70 @@
+// Internal to the cache implementation (cache.cpp, cache_build.cpp, cache_shard.cpp): HDF5 handles and attribute
+// helpers, the shard metadata, shard writing, and the manifest reader. Not part of the public cache API.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+#include <torch/types.h>
+
+namespace daei {
+class Sha256;
+namespace cache_detail {
+
+// An HDF5 id closed by its close function when it goes out of scope.
+struct Hid {
+  hid_t id = -1;
+  herr_t (*close)(hid_t) = nullptr;
+  Hid() = default;
+  Hid(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
+  Hid(Hid&& o) noexcept : id(o.id), close(o.close) { o.id = -1; }
+  Hid& operator=(Hid&& o) noexcept {
+    reset();
+    id = o.id;
+    close = o.close;
+    o.id = -1;
+    return *this;
+  }
+  ~Hid() { reset(); }
+  void reset() {
+    if (id >= 0 && close) close(id);
+    id = -1;
+  }
+  operator hid_t() const { return id; }
+};
+
+struct ShardMeta {
+  std::string kind;  // "noisy" | "clean"
+  std::string split, embedder, dtype, corpus_sha256;
+  double sigma = 0;
+  uint64_t noise_seed = 0;
+  int64_t dim = 0, row_begin = 0, row_end = 0;
+};
+
+void quiet_hdf5();
+std::string h5_error();  // the HDF5 error stack as one line, then cleared
+bool looks_like_checksum(const std::string& e);
+[[noreturn]] void fail_read(const std::string& path, const std::string& what);
+hid_t file_access();
+hid_t f16_type();
+void attr_str(hid_t obj, const char* name, const std::string& v);
+void attr_i64(hid_t obj, const char* name, int64_t v);
+void attr_f64(hid_t obj, const char* name, double v);
+bool has_attr(hid_t obj, const char* name);
+std::string read_attr_str(hid_t obj, const char* name, const std::string& path);
+int64_t read_attr_i64(hid_t obj, const char* name, const std::string& path);
+double read_attr_f64(hid_t obj, const char* name, const std::string& path);
+void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type, size_t elem, int64_t rows,
+                   int64_t cols, const void* data);
+size_t elem_size(const std::string& dtype);
+void hash_row(Sha256& h, int64_t id, const void* vec, size_t vec_bytes, const char* text, uint64_t len);
+std::string write_shard(const std::string& path, const ShardMeta& m, const std::vector<int64_t>& ids,
+                        const at::Tensor& vectors, const std::vector<std::string>& texts);
+std::string shard_name(int64_t s);
+ShardMeta clean_meta(ShardMeta m);
+nlohmann::json read_manifest(const std::string& dir, const std::string& split_hint);
+
+}  // namespace cache_detail
+}  // namespace daei
