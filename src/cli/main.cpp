@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <fmt/ranges.h>
 #include <map>
 
 #include "build_info.h"
@@ -167,6 +168,13 @@ int main(int argc, char** argv) {
       parent = it->second;
     }
     parent->description(spec.help);
+    // A group (e.g. `cache`) lists its subcommands in its one-line description.
+    for (size_t i = 0; i + 1 < spec.path.size(); ++i) {
+      CLI::App* group = nodes.at(fmt::format("/{}", fmt::join(spec.path.begin(), spec.path.begin() + i + 1, "/")));
+      std::string d = group->get_description();
+      d += (d.empty() ? "subcommands: " : ", ") + spec.path[i + 1];
+      group->description(d);
+    }
     add_common(*parent, opt);
     if (spec.add_options) spec.add_options(*parent);
     leaves[parent] = &spec;
