@@ -93,12 +93,15 @@ void merge_into(YAML::Node base, const YAML::Node& overlay, const std::string& p
 }
 
 YAML::Node lookup(const YAML::Node& root, const std::string& key) {
-  YAML::Node cur = YAML::Clone(root);
+  // Walk with reset() (rebinding, not assignment through the reference), so no copy of the tree is needed.
+  YAML::Node cur;
+  cur.reset(root);
   std::stringstream ss(key);
   std::string part;
   while (std::getline(ss, part, '.')) {
-    if (!cur.IsMap() || !cur[part]) return YAML::Node(YAML::NodeType::Undefined);
-    YAML::Node next = cur[part];
+    const YAML::Node& here = cur;  // const operator[]: a missing key is not inserted
+    if (!here.IsMap() || !here[part]) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node next = here[part];
     cur.reset(next);
   }
   return cur;

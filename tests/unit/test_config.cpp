@@ -87,3 +87,11 @@ TEST(Config, EditDistance) {
   EXPECT_EQ(daei::edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(daei::edit_distance("", "abc"), 3u);
 }
+
+TEST(Config, ReadingAMissingKeyDoesNotAddIt) {
+  auto c = Config::defaults();
+  const std::string before = c.dump();
+  EXPECT_FALSE(c.has("run.nosuch"));
+  EXPECT_FALSE(c.has("nosuch.deeper"));
+  EXPECT_EQ(c.dump(), before);
+}
