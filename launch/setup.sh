@@ -15,6 +15,7 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   wordnet-base fortunes-min fortunes
   python3 python3-torch python3-numpy
+  gnuplot-nox python3-nltk shellcheck
 )
 
 missing=()
