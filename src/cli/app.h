@@ -21,6 +21,7 @@ struct Context {
   std::unique_ptr<Communicator> comm;
   ProcessInfo proc;
   std::string run_dir;  // run.root/run.name
+  std::string command_line;  // argv joined (recorded in results)
 };
 
 struct SubcommandSpec {

@@ -1,16 +1,19 @@
-// daei eval --dae-only: the DAE table on val and test (eval/results.json `dae` block, printed).
+// daei eval: the leakage table over every trained system and split (eval/results.json, results.md, samples.md);
+// --dae-only: the DAE table alone.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
-#include "stages/dae_table.h"
-#include "stages/data_source.h"
+#include "eval/evaluate.h"
+#include "eval/sweep.h"
+#include "eval/systems.h"
 #include "stages/stage1.h"
 #include "stages/trainer.h"
 
@@ -18,45 +21,69 @@ namespace daei::cli {
 namespace {
 
 bool g_dae_only = false;
-std::string g_dae_dir;
+std::vector<std::string> g_split_files;
+std::string g_sigmas;
 
-int run_dae_table(Context& ctx) {
-  const std::string dir = g_dae_dir.empty() ? Trainer::final_dir(ctx.run_dir + "/stage1") : g_dae_dir;
-  DAEI_CHECK(Trainer::is_complete(dir), "eval: no complete DAE at {} (run `daei train --stage 1` first)", dir);
+int run_dae_only(Context& ctx) {
+  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"),
+             "eval: no complete DAE at {} (run `daei train --stage 1` first)", final_dae_dir(ctx.run_dir + "/stage1"));
   if (!ctx.comm->is_root()) return kExitOk;  // small: rank 0 alone
-  double sigma0 = 0;
-  Dae dae = load_dae(dir, &sigma0);
-  at::Tensor mean, cov;
-  row_moments(*open_noisy_split(ctx.config, ctx.run_dir, "train"), ctx.config.integer("dae.table_wiener_rows"), mean, cov);
-  const auto wiener = wiener_from_noisy(mean, cov, sigma0);
-  std::map<std::string, DaeRow> rows;
-  for (const std::string split : {"val", "test"}) {
-    auto s = open_eval_split(ctx.config, ctx.run_dir, split);
-    DAEI_CHECK(std::abs(s.sigma - sigma0) <= 1e-9 * sigma0, "eval: {} was cached at σ {} but the DAE was trained at {}",
-               split, s.sigma, sigma0);
-    rows[split] = dae_row(dae, sigma0, wiener, s.clean, s.noisy);
-  }
-  const std::string path = ctx.run_dir + "/eval/results.json";
-  nlohmann::json res = file_exists(path) ? nlohmann::json::parse(read_file(path)) : nlohmann::json::object();
-  if (!res.contains("sigma")) res["sigma"] = sigma0;
-  for (const auto& [split, r] : rows) res["dae"][split] = to_json(r);
+  EvalContext ec;
+  double s1 = 0, s3 = 0;
+  ec.dae1 = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage1"), &s1));
+  ec.sigma0 = s1;
+  if (Trainer::final_ready(ctx.run_dir + "/stage3"))
+    ec.dae3 = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage3"), &s3));
+  auto t = dae_tables(ctx.config, ec, ctx.run_dir);
+  nlohmann::json res{{"embedder", ctx.config.str("embedder.kind") == "glove" ? "glove-100d" : ctx.config.str("embedder.kind")},
+                     {"sigma", s1},
+                     {"command", ctx.command_line},
+                     {"dae", t.json_block}};
+  const std::string path = ctx.run_dir + "/eval/dae.json";
+  make_dirs(ctx.run_dir + "/eval");
   write_file_atomic(path, res.dump(2) + "\n");
-  std::cout << format_table(rows, sigma0);
+  std::cout << t.markdown;
   LOG_INFO("[eval] DAE table written to {}", path);
   return kExitOk;
 }
 
 int run(Context& ctx) {
-  if (!g_dae_only) throw UsageError("eval: only --dae-only is available in this build");
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  return run_dae_table(ctx);
+  if (g_dae_only) return run_dae_only(ctx);
+  std::vector<double> sigmas;
+  if (!g_sigmas.empty()) {
+    std::stringstream ss(g_sigmas);
+    for (std::string item; std::getline(ss, item, ',');) {
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !(v > 0))
+        throw UsageError(fmt::format("eval --sigma: '{}' is not a positive number (expected e.g. 0.02,0.04)", item));
+      sigmas.push_back(v);
+    }
+  }
+  int rc = kExitOk;
+  if (sigmas.empty()) {
+    rc = run_eval(ctx.config, *ctx.comm, ctx.run_dir, g_split_files, ctx.command_line);
+    if (ctx.comm->is_root() && rc == kExitOk) std::cout << read_file(ctx.run_dir + "/eval/results.md");
+    if (!ctx.config.flag("eval.sweep")) return rc;
+    sigmas = ctx.config.reals("eval.sweep_sigmas");
+  }
+  if (!ctx.comm->is_root()) return rc;
+  run_sigma_sweep(ctx.config, make_eval_context(ctx.config, ctx.run_dir), ctx.run_dir, sigmas, ctx.command_line);
+  std::cout << read_file(ctx.run_dir + "/eval/sigma_sweep.md");
+  return rc;
 }
 
 DAEI_SUBCOMMAND(SubcommandSpec{{"eval"},
-                               "evaluation tables; --dae-only: MSE/cosine to clean of noisy, DAE, Wiener filters",
+                               "the leakage table over every trained system (results.json / .md, samples.md); "
+                               "--dae-only: the DAE table",
                                [](CLI::App& app) {
-                                 app.add_flag("--dae-only", g_dae_only, "only the DAE table");
-                                 app.add_option("--dae", g_dae_dir, "DAE folder (default runs/NAME/stage1/final)");
+                                 app.add_flag("--dae-only", g_dae_only, "only the DAE table (eval/dae.json)");
+                                 app.add_option("--split", g_split_files,
+                                                "a JSON-lines file of texts ({\"text\": ...}) to embed, noise and "
+                                                "evaluate like a split (repeatable)");
+                                 app.add_option("--sigma", g_sigmas,
+                                                "noise sweep: comma-separated σ list (eval/sigma_sweep.{json,md,png})");
                                },
                                run});
 

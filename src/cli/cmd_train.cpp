@@ -1,4 +1,4 @@
-// daei train --stage K [--resume]: one training stage (stages 2–4 add their entry to `stages` below).
+// daei train --stage S [--resume] [--force]: one training stage.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -8,15 +8,18 @@
 #include "cli/app.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "eval/reference.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
+#include "stages/stage2.h"
+#include "stages/stage3.h"
 #include "stages/trainer.h"
 
 namespace daei::cli {
 namespace {
 
 std::string g_stage;
-bool g_resume = false;
+bool g_resume = false, g_force = false;
 
 int train_stage1(Context& ctx, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
@@ -26,27 +29,83 @@ int train_stage1(Context& ctx, const std::string& stage_dir) {
   return s.run();
 }
 
+int train_inverter(Context& ctx, const std::string& tag, const std::string& stage_dir, InverterTrainData data) {
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, g_resume, g_force);
+  return s.run();
+}
+
+int train_stage2(Context& ctx, const std::string& stage_dir) {
+  const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
+  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"),
+             "stage 2 needs the stage-1 DAE: {} is missing or incomplete (run `daei train --stage 1`)", dae);
+  return train_inverter(ctx, "stage2", stage_dir,
+                        denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae));
+}
+
+int train_noisy_inverter(Context& ctx, const std::string& stage_dir) {
+  return train_inverter(ctx, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")));
+}
+
+int train_clean_inverter(Context& ctx, const std::string& stage_dir) {
+  return train_inverter(ctx, "clean-inverter", stage_dir, clean_train_data(ctx.config, ctx.run_dir));
+}
+
+int train_stage3(Context& ctx, const std::string& stage_dir) {
+  for (const std::string need : {"stage1", "stage2"})
+    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
+               "stage 3 starts from the {} final: {}/final is missing or incomplete", need, ctx.run_dir + "/" + need);
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, final_dae_dir(ctx.run_dir + "/stage1"),
+           Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter", g_resume, g_force);
+  return s.run();
+}
+
+struct StageEntry {
+  std::string folder;
+  std::function<int(Context&, const std::string&)> train;
+};
+
+const std::map<std::string, StageEntry>& stages() {
+  static const std::map<std::string, StageEntry> s{
+      {"1", {"stage1", train_stage1}},
+      {"2", {"stage2", train_stage2}},
+      {"3", {"stage3", train_stage3}},
+      {"noisy-inverter", {"noisy-inverter", train_noisy_inverter}},
+      {"clean-inverter", {"clean-inverter", train_clean_inverter}},
+  };
+  return s;
+}
+
 int run(Context& ctx) {
-  const std::map<std::string, std::function<int(Context&, const std::string&)>> stages{{"1", train_stage1}};
-  auto it = stages.find(g_stage);
-  if (it == stages.end()) throw UsageError(fmt::format("train: --stage {} is not available in this build", g_stage));
+  auto it = stages().find(g_stage);
+  if (it == stages().end()) {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : stages()) names.push_back(k);
+    throw UsageError(fmt::format("train: --stage {} is not one of: {}", g_stage, fmt::join(names, ", ")));
+  }
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  const std::string stage_dir = ctx.run_dir + "/stage" + g_stage;
-  if (Trainer::is_complete(Trainer::final_dir(stage_dir))) {
-    LOG_INFO("[stage{}] {} is complete; nothing to do (remove it to train again)", g_stage,
+  const std::string stage_dir = ctx.run_dir + "/" + it->second.folder;
+  if (Trainer::final_ready(stage_dir) && !g_force) {
+    LOG_INFO("[{}] {} is complete; nothing to do (--force trains again, archiving it)", it->second.folder,
              Trainer::final_dir(stage_dir));
     return kExitOk;
   }
-  return it->second(ctx, stage_dir);
+  return it->second.train(ctx, stage_dir);
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{{"train"},
-                               "train one stage (1: SURE-trained DAE); --resume continues from the newest checkpoint",
-                               [](CLI::App& app) {
-                                 app.add_option("--stage", g_stage, "stage to train: 1")->required();
-                                 app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
-                               },
-                               run});
+DAEI_SUBCOMMAND(SubcommandSpec{
+    {"train"},
+    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; noisy-inverter, clean-inverter: baselines); --resume "
+    "continues from the newest checkpoint",
+    [](CLI::App& app) {
+      app.add_option("--stage", g_stage, "1 | 2 | 3 | noisy-inverter | clean-inverter")->required();
+      app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
+      app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
+    },
+    run});
 
 }  // namespace
 }  // namespace daei::cli

@@ -59,16 +59,7 @@ std::string library_versions() {
   return s;
 }
 
-std::string current_git_rev() {
-  // The configure-time revision goes stale after a commit; ask git at run time when the source tree is there.
-  std::string rev = DAEI_GIT_REV;
-  if (FILE* p = popen("git -C \"" DAEI_SOURCE_DIR "\" rev-parse --short=12 HEAD 2>/dev/null", "r")) {
-    char buf[64] = {0};
-    if (fgets(buf, sizeof buf, p)) rev = std::string(buf).substr(0, std::string(buf).find('\n'));
-    pclose(p);
-  }
-  return rev;
-}
+std::string current_git_rev() { return DAEI_GIT_REV; }  // the build's commit (+ "-dirty"), written at build time
 
 // The run directory keeps the resolved config. When a later command (a resume, the next stage) runs with a
 // different one, say which keys changed before replacing it, so a silent change of σ or model size shows in the log.
@@ -110,6 +101,7 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
   LOG_INFO("[main] {}", cmdline);
+  ctx.command_line = cmdline;
   LOG_INFO("[main] daei {} | {}", current_git_rev(), library_versions());
   auto hosts = ctx.comm->allgather(fmt::format("{}:{}(local {})", ctx.proc.rank, ctx.proc.host, ctx.proc.local_rank));
   std::string map;

@@ -29,6 +29,21 @@ std::string Communicator::broadcast(const std::string& s, int root) {
   return std::string(static_cast<const char*>(buf.data_ptr()), buf.numel());
 }
 
+void Communicator::run_on_root(const std::function<void()>& fn) {
+  std::string err;
+  if (is_root()) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      err = e.what();
+      if (err.empty()) err = "error";
+    }
+  }
+  if (size() > 1) err = broadcast(err, 0);
+  if (!err.empty()) throw Error(err);
+  barrier();
+}
+
 void LocalCommunicator::abort(int code) { std::_Exit(code); }
 
 #ifndef DAEI_NCCL_COMMUNICATOR

@@ -1,6 +1,7 @@
 // Collectives behind one small interface (marian's ICommunicator idea): a single-process implementation so most
 // logic is tested without mpirun, an MPI one for CPU tensors and an NCCL one for CUDA tensors.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ class Communicator {
   int64_t allreduce(int64_t v, ReduceOp op);
   std::string broadcast(const std::string& s, int root);
   bool is_root() const { return rank() == 0; }
+  // Runs fn on rank 0 only; an exception there is re-thrown on every rank (as Error with the same message), so
+  // all ranks fail together instead of waiting in the next collective. Ends with a barrier.
+  void run_on_root(const std::function<void()>& fn);
 };
 
 class LocalCommunicator final : public Communicator {

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "core/error.h"
 #include "dist/communicator.h"
 
 namespace daei {
@@ -45,24 +46,54 @@ void GradReducer::broadcast_parameters(int root) {
 
 void GradReducer::reduce() {
   if (comm_.size() == 1) return;
+  std::vector<at::Tensor> grads;
+  grads.reserve(params_.size());
+  for (const auto& p : params_) grads.push_back(p.grad());
+  reduce(grads);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (grads[i].defined() && !params_[i].grad().defined()) params_[i].mutable_grad() = grads[i];
+}
+
+void GradReducer::reduce(std::vector<at::Tensor>& grads) {
+  DAEI_CHECK(grads.size() == params_.size(), "GradReducer: {} gradients for {} parameters", grads.size(),
+             params_.size());
+  if (comm_.size() == 1) return;
   torch::NoGradGuard no_grad;
-  for (const Bucket& b : buckets_) {
-    const auto device = params_[b.params.front()].device();
-    at::Tensor flat = torch::empty({b.numel}, torch::TensorOptions().dtype(b.dtype).device(device));
+  // Which parameters have a gradient on any rank (Max over ranks of 0/1 flags).
+  auto present = torch::zeros({static_cast<int64_t>(grads.size())}, torch::kFloat32);
+  {
+    auto a = present.accessor<float, 1>();
+    for (size_t i = 0; i < grads.size(); ++i) a[i] = grads[i].defined() ? 1.f : 0.f;
+  }
+  const auto device = params_.front().device();
+  present = present.to(device);
+  comm_.allreduce(present, ReduceOp::Max);
+  present = present.cpu();
+  const auto any = present.accessor<float, 1>();
+  if (flat_.size() != buckets_.size()) flat_.resize(buckets_.size());
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    const Bucket& b = buckets_[bi];
+    bool used = false;
+    for (size_t k : b.params) used = used || any[k] > 0;
+    if (!used) continue;  // a frozen bucket: nothing to send
+    auto& flat = flat_[bi];
+    if (!flat.defined() || flat.device() != device)
+      flat = torch::empty({b.numel}, torch::TensorOptions().dtype(b.dtype).device(device));
     for (size_t k = 0; k < b.params.size(); ++k) {
-      const at::Tensor& p = params_[b.params[k]];
-      auto view = flat.narrow(0, b.offsets[k], p.numel());
-      if (p.grad().defined())
-        view.copy_(p.grad().reshape({-1}));
+      const size_t i = b.params[k];
+      auto view = flat.narrow(0, b.offsets[k], params_[i].numel());
+      if (grads[i].defined())
+        view.copy_(grads[i].reshape({-1}));
       else
         view.zero_();
     }
     comm_.allreduce(flat, ReduceOp::Avg);
     for (size_t k = 0; k < b.params.size(); ++k) {
-      at::Tensor p = params_[b.params[k]];
-      auto view = flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      p.mutable_grad().copy_(view);
+      const size_t i = b.params[k];
+      if (any[i] == 0) continue;
+      auto view = flat.narrow(0, b.offsets[k], params_[i].numel()).view(params_[i].sizes());
+      if (!grads[i].defined()) grads[i] = torch::zeros_like(params_[i]);
+      grads[i].copy_(view);
     }
   }
 }

@@ -1,8 +1,11 @@
 // Data-parallel gradient averaging for libtorch, which has no DDP in C++. After backward():
 //   reducer.reduce();   // every parameter's .grad becomes the mean over ranks
 // Gradients are packed into flat buckets (~25 MB, one dtype each, fixed registration order, so every rank issues
-// the same sequence of collectives), all-reduced, averaged and written back. A parameter without a gradient on
-// some rank counts as zeros there, so it still takes part and ranks never disagree on the bucket layout.
+// the same sequence of collectives), all-reduced, averaged and written back. A parameter with a gradient on some
+// rank but not on another counts as zeros there; a parameter with a gradient on no rank stays without one (as on
+// 1 rank, so AdamW skips it: a frozen branch is not weight-decayed at N ranks either). The presence of gradients is
+// agreed by one small all-reduce first, so ranks never disagree on what is reduced.
+// reduce(grads) reduces any list of tensors aligned with the parameters (a named gradient set of the Trainer).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,14 +35,17 @@ class GradReducer {
 
   // Copies rank 0's parameter values to every rank (call once before training).
   void broadcast_parameters(int root = 0);
-  // Averages gradients across ranks in place.
+  // Averages the parameters' .grad across ranks in place.
   void reduce();
+  // Averages `grads` (aligned with the parameters; undefined = no gradient on this rank) across ranks in place.
+  void reduce(std::vector<at::Tensor>& grads);
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
   Communicator& comm_;
   std::vector<at::Tensor> params_;
   std::vector<Bucket> buckets_;
+  std::vector<at::Tensor> flat_;  // one buffer a bucket, kept between steps
 };
 
 }  // namespace daei

@@ -57,6 +57,64 @@ Dae load_dae(const std::string& dir, double* sigma0_out) {
   return dae;
 }
 
+void save_dae(Dae& dae, double sigma0, const std::string& dir) {
+  make_dirs(dir);
+  save_tensors(dir + "/model.safetensors", module_tensors({{"", dae.ptr()}}));
+  write_file_atomic(dir + "/dae.json", options_json(dae->options(), sigma0).dump(2) + "\n");
+}
+
+std::string final_dae_dir(const std::string& stage_dir) { return stage_dir + "/final/dae"; }
+
+std::vector<at::Tensor> dae_dropout_masks(Dae& dae, const Batch& b, uint64_t seed, uint64_t tag) {
+  std::vector<at::Tensor> masks;
+  const double p = dae->options().dropout;
+  if (p <= 0) return masks;
+  const int64_t n = static_cast<int64_t>(b.rows.size());
+  for (int64_t i = 0; i < dae->options().depth; ++i) {
+    auto gd = step_generator(seed, b.step, tag + static_cast<uint64_t>(i));
+    masks.push_back((torch::rand({b.global_batch, dae->mask_width()}, gd).narrow(0, b.global_offset, n) >= p)
+                        .to(torch::kFloat32) /
+                    (1.0 - p));
+  }
+  return masks;
+}
+
+SureStep sure_step(Dae& dae, const NoisyDataset& data, const Batch& b, uint64_t seed, const SigmaSchedule& sched,
+                   const SureOptions& sure) {
+  const int64_t B = b.global_batch, n = static_cast<int64_t>(b.rows.size()), off = b.global_offset, d = data.dim();
+  auto gs = step_generator(seed, b.step, kTagSigma);
+  const double u = torch::rand({1}, gs, torch::kFloat64).item<double>();
+  const double sigma = sched.draw(b.step, u);
+  auto y = data.noisy(b.rows);
+  if (sigma > sched.sigma0 * (1 + 1e-12)) {
+    auto gn = step_generator(seed, b.step, kTagNoise);
+    const double extra = std::sqrt(sigma * sigma - sched.sigma0 * sched.sigma0);
+    y = y + extra * torch::randn({B, d}, gn).narrow(0, off, n);
+  }
+  auto gp = step_generator(seed, b.step, kTagProbes);
+  auto probes = rademacher({sure.probes, B, d}, gp).narrow(1, off, n);
+  auto masks = dae_dropout_masks(dae, b, seed, kTagDropout);
+  dae->set_power_iteration(b.micro == 0);  // once per optimizer step, whatever the accumulation
+  const auto dev = dae->parameters().front().device();
+  auto t = sure_loss(dae, y.to(dev), torch::full({n}, sigma, torch::TensorOptions().device(dev)), probes.to(dev),
+                     [&] {
+                       for (auto& m : masks) m = m.to(dev);
+                       return masks;
+                     }(),
+                     sure);
+  SureStep out;
+  out.loss = t.loss;
+  out.sigma = sigma;
+  const double dsig2 = static_cast<double>(d) * sigma * sigma;
+  const double l = t.loss.item<double>();
+  out.terms = {{"loss", l},
+               {"sure_sq", t.sq.item<double>()},
+               {"sure_div", t.div.item<double>()},
+               {"sigma", sigma},
+               {"mse_reduction_est", 1.0 - (l + dsig2) / dsig2}};
+  return out;
+}
+
 Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_dir,
                std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> val, bool resume)
     : comm_(comm), stage_dir_(stage_dir), train_(std::move(train)), val_(std::move(val)) {
@@ -81,42 +139,18 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
   ParamGroupSpec g{"dae", dae_->parameters(), cfg.real("stage1.lr"), cfg.real("stage1.weight_decay"), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", dae_.ptr()}}, std::vector{g});
 
-  const int64_t d = train_->dim(), K = sure_.probes, width = dae_->mask_width();
-  const double p = dae_->options().dropout;
-  trainer_->loss = [this, d, K, width, p](const Batch& b) {
-    const int64_t B = b.global_batch, n = static_cast<int64_t>(b.rows.size()), off = b.global_offset;
-    auto gs = step_generator(seed_, b.step, kTagSigma);
-    const double u = torch::rand({1}, gs, torch::kFloat64).item<double>();
-    const double sigma = sched_.draw(b.step, u);
-    auto y = train_->noisy(b.rows);
-    if (sigma > sched_.sigma0 * (1 + 1e-12)) {
-      auto gn = step_generator(seed_, b.step, kTagNoise);
-      const double extra = std::sqrt(sigma * sigma - sched_.sigma0 * sched_.sigma0);
-      y = y + extra * torch::randn({B, d}, gn).narrow(0, off, n);
-    }
-    auto gp = step_generator(seed_, b.step, kTagProbes);
-    auto probes = rademacher({K, B, d}, gp).narrow(1, off, n);
-    std::vector<at::Tensor> masks;
-    if (p > 0)
-      for (int64_t i = 0; i < dae_->options().depth; ++i) {
-        auto gd = step_generator(seed_, b.step, kTagDropout + i);
-        masks.push_back((torch::rand({B, width}, gd).narrow(0, off, n) >= p).to(torch::kFloat32) / (1.0 - p));
-      }
-    dae_->set_power_iteration(b.micro == 0);  // once per optimizer step, whatever the accumulation
-    auto t = sure_loss(dae_, y, torch::full({n}, sigma), probes, masks, sure_);
+  trainer_->loss = [this](const Batch& b) {
+    auto st = sure_step(dae_, *train_, b, seed_, sched_, sure_);
     LossOutput out;
-    out.loss = t.loss;
-    const double dsig2 = static_cast<double>(d) * sigma * sigma;
-    out.terms = {{"loss", t.loss.item<double>()},
-                 {"sure_sq", t.sq.item<double>()},
-                 {"sure_div", t.div.item<double>()},
-                 {"sigma", sigma},
-                 {"mse_reduction_est", 1.0 - (t.loss.item<double>() + dsig2) / dsig2}};
+    out.loss = st.loss;
+    out.terms = st.terms;
     return out;
   };
+  trainer_->terms = {"loss", "sure_sq", "sure_div", "sigma", "mse_reduction_est"};
   trainer_->save_extra = [this](const std::string& dir) {
     write_file_atomic(dir + "/dae.json", options_json(dae_->options(), sched_.sigma0).dump(2) + "\n");
   };
+  trainer_->save_final = [this](const std::string& dir) { save_dae(dae_, sched_.sigma0, dir + "/dae"); };
   if (val_ && opt.eval_every > 0) trainer_->evaluate = [this](int64_t) { return evaluate(*val_); };
 }
 
@@ -135,9 +169,13 @@ std::map<std::string, double> Stage1::evaluate(const NoisyDataset& data) {
   for (size_t i = 0; i < mine.size(); i += lb) {
     std::vector<int64_t> rows(mine.begin() + i, mine.begin() + std::min(mine.size(), i + lb));
     const int64_t m = static_cast<int64_t>(rows.size());
-    auto gp = step_generator(seed_ ^ 0xE7A1ULL, static_cast<int64_t>(i), kTagProbes);
-    auto t = sure_loss(dae_, data.noisy(rows), torch::full({m}, s0), rademacher({sure_.probes, m, data.dim()}, gp),
-                       {}, sure_);
+    // One probe stream per row (keyed by the row index): the estimate does not depend on the world size.
+    std::vector<at::Tensor> per_row;
+    for (int64_t r : rows) {
+      auto gp = step_generator(seed_ ^ 0xE7A1ULL, r, kTagProbes);
+      per_row.push_back(rademacher({sure_.probes, 1, data.dim()}, gp));
+    }
+    auto t = sure_loss(dae_, data.noisy(rows), torch::full({m}, s0), torch::cat(per_row, 1), {}, sure_);
     sum += t.loss.item<double>() * m;
   }
   sum = comm_.allreduce(sum, ReduceOp::Sum);

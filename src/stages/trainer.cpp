@@ -1,10 +1,17 @@
 #include "stages/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,11 +21,14 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/rng.h"
+#include "core/sha256.h"
 #include "core/signals.h"
 #include "dist/communicator.h"
 #include "dist/control.h"
 #include "dist/grad_reducer.h"
 #include "dist/shard_plan.h"
+#include "stages/curves.h"
 
 namespace daei {
 namespace fs = std::filesystem;
@@ -26,35 +36,63 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string hex(const at::Tensor& bytes) {
-  auto t = bytes.contiguous();
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  const auto* p = t.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < t.numel(); ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
-  return s;
+// Σ‖t‖² over defined tensors with one host synchronisation.
+double sq_norm(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> parts;
+  for (const auto& t : ts)
+    if (t.defined()) parts.push_back(t.detach().to(torch::kFloat64).pow(2).sum());
+  if (parts.empty()) return 0.0;
+  return torch::stack(parts).sum().item<double>();
 }
-
-at::Tensor unhex(const std::string& s) {
-  auto t = torch::empty({static_cast<int64_t>(s.size() / 2)}, torch::kUInt8);
-  auto* p = t.data_ptr<uint8_t>();
-  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  for (size_t i = 0; i + 1 < s.size(); i += 2) p[i / 2] = static_cast<uint8_t>(v(s[i]) * 16 + v(s[i + 1]));
-  return t;
+std::vector<at::Tensor> grads_of(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> g;
+  for (const auto& p : params) g.push_back(p.grad());
+  return g;
 }
-
-double total_norm(const std::vector<at::Tensor>& params) {
-  double sq = 0;
-  for (const auto& p : params)
-    if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-  return std::sqrt(sq);
-}
-
 void scale_grads(const std::vector<at::Tensor>& params, double f) {
   torch::NoGradGuard g;
   for (const auto& p : params)
     if (p.grad().defined()) p.grad().mul_(f);
 }
+
+// Autocast around the forward (bf16 on CPU or CUDA); backward runs outside.
+class AutocastScope {
+ public:
+  AutocastScope(const std::string& amp, const at::Device& dev) : on_(amp == "bf16"), cuda_(dev.is_cuda()) {
+    if (!on_) return;
+    if (cuda_) {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    } else {
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (cuda_) at::autocast::set_enabled(false); else at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_, cuda_;
+};
+
+// Files under dir (recursive, relative paths), DONE and the lock excluded.
+std::vector<std::string> files_under(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) {
+      const std::string rel = fs::relative(e.path(), dir).string();
+      if (rel != "DONE") out.push_back(rel);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool is_checkpoint_name(const std::string& n) { return n.size() == 13 && n.rfind("ckpt-", 0) == 0; }
+
+bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
@@ -78,17 +116,38 @@ TrainerOptions trainer_options(const Config& cfg, const std::string& sk, const s
   o.progress_every_s = cfg.real("train.progress_every_s");
   o.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
   o.stop_after = cfg.integer("train.stop_after");
+  o.bucket_bytes = cfg.integer("dist.bucket_mb") << 20;
+  o.amp = cfg.str("train.amp");
+  o.plot = cfg.flag("train.plot");
+  DAEI_CHECK(o.amp == "off" || o.amp == "bf16", "train.amp must be off or bf16, got '{}'", o.amp);
   return o;
 }
 
+at::Device train_device(const Config& cfg, int local_rank) {
+  const std::string d = cfg.str("train.device");
+  DAEI_CHECK(d == "auto" || d == "cpu" || d == "cuda", "train.device must be auto, cpu or cuda, got '{}'", d);
+  const bool cuda = torch::cuda::is_available();
+  DAEI_CHECK(d != "cuda" || cuda, "train.device is cuda but this libtorch has no usable CUDA device");
+  if (d == "cpu" || !cuda) return at::Device(at::kCPU);
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
+}
+
 Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleList modules,
-                 std::vector<ParamGroupSpec> groups)
-    : comm_(comm), opt_(std::move(opt)), n_rows_(n_rows), modules_(std::move(modules)), groups_(std::move(groups)) {
+                 std::vector<ParamGroupSpec> groups, std::vector<std::string> grad_sets)
+    : comm_(comm),
+      opt_(std::move(opt)),
+      n_rows_(n_rows),
+      modules_(std::move(modules)),
+      groups_(std::move(groups)),
+      grad_sets_(std::move(grad_sets)) {
   const int64_t W = comm_.size();
-  DAEI_CHECK(opt_.grad_accum >= 1 && opt_.global_batch % (W * opt_.grad_accum) == 0,
-             "[{}] batch size {} must be a multiple of world size {} × grad_accum {}; change {}.batch_size or the "
-             "number of ranks",
+  DAEI_CHECK(!grad_sets_.empty(), "[{}] no gradient set declared", opt_.tag);
+  DAEI_CHECK(opt_.total_steps >= 1, "[{}] {}.steps must be ≥ 1, got {}", opt_.tag, opt_.tag, opt_.total_steps);
+  DAEI_CHECK(opt_.global_batch >= 1 && opt_.grad_accum >= 1 && opt_.global_batch % (W * opt_.grad_accum) == 0,
+             "[{}] batch size {} must be a positive multiple of world size {} × grad_accum {}; change {}.batch_size or "
+             "the number of ranks",
              opt_.tag, opt_.global_batch, W, opt_.grad_accum, opt_.tag);
+  DAEI_CHECK(opt_.log_every >= 1, "train.log_every must be ≥ 1, got {}", opt_.log_every);
   local_batch_ = opt_.global_batch / W;
   micro_batch_ = local_batch_ / opt_.grad_accum;
   steps_per_epoch_ = steps_per_epoch(n_rows_, 1, opt_.global_batch, /*drop_last=*/true);
@@ -98,13 +157,14 @@ Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleL
              "{}.schedule must be linear or constant, got '{}'", opt_.tag, opt_.schedule);
   std::vector<torch::optim::OptimizerParamGroup> pg;
   for (const auto& g : groups_) {
+    DAEI_CHECK(g.lr > 0, "[{}] learning rate of group {} must be > 0, got {}", opt_.tag, g.name, g.lr);
     auto o = std::make_unique<torch::optim::AdamWOptions>(g.lr);
     o->betas({opt_.beta1, opt_.beta2}).eps(opt_.adam_eps).weight_decay(g.weight_decay);
     pg.emplace_back(g.params, std::move(o));
     params_.insert(params_.end(), g.params.begin(), g.params.end());
   }
   optim_ = std::make_unique<torch::optim::AdamW>(pg, torch::optim::AdamWOptions(1e-3));
-  reducer_ = std::make_unique<GradReducer>(comm_, params_);
+  reducer_ = std::make_unique<GradReducer>(comm_, params_, opt_.bucket_bytes);
   // Same starting point everywhere: parameters and buffers (spectral-norm vectors) from rank 0.
   reducer_->broadcast_parameters();
   if (comm_.size() > 1) {
@@ -113,7 +173,9 @@ Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleL
   }
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 torch::optim::AdamW& Trainer::optimizer() { return *optim_; }
 
 double Trainer::lr_factor(int64_t step) const {
@@ -124,6 +186,12 @@ double Trainer::lr_factor(int64_t step) const {
   return std::max(0.0, 1.0 - static_cast<double>(step - opt_.warmup_steps) / rest);
 }
 
+std::vector<double> Trainer::current_lrs() const {
+  std::vector<double> out;
+  for (auto& g : optim_->param_groups()) out.push_back(static_cast<const torch::optim::AdamWOptions&>(g.options()).lr());
+  return out;
+}
+
 const std::vector<int64_t>& Trainer::epoch_plan(int64_t epoch) {
   if (epoch != plan_epoch_) {
     plan_ = shard_plan(n_rows_, comm_.size(), comm_.rank(), epoch, opt_.seed, local_batch_);
@@ -132,10 +200,17 @@ const std::vector<int64_t>& Trainer::epoch_plan(int64_t epoch) {
   return plan_;
 }
 
-void Trainer::train_step(std::map<std::string, double>& terms, double& grad_norm, bool& nonfinite) {
-  optim_->zero_grad();
+void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm,
+                         bool& nonfinite) {
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();  // "no gradient" stays distinguishable from zeros
+  const size_t S = grad_sets_.size();
+  const size_t P = params_.size();
+  GradSets sets(S > 1 ? S : 0, std::vector<at::Tensor>(P));
+  std::vector<double> counts(S, 0.0);
+  std::vector<int> summed(S, -1);  // -1 unknown, 0 mean, 1 sum
   const int64_t epoch = step_ / steps_per_epoch_, in_epoch = step_ % steps_per_epoch_;
   const auto& plan = epoch_plan(epoch);
+  const at::Device dev = params_.empty() ? at::Device(at::kCPU) : params_.front().device();
   for (int64_t m = 0; m < opt_.grad_accum; ++m) {
     Batch b;
     const auto first = plan.begin() + in_epoch * local_batch_ + m * micro_batch_;
@@ -145,19 +220,154 @@ void Trainer::train_step(std::map<std::string, double>& terms, double& grad_norm
     b.global_offset = comm_.rank() * local_batch_ + m * micro_batch_;
     b.global_batch = opt_.global_batch;
     b.accum = opt_.grad_accum;
-    LossOutput out = loss(b);
-    if (!out.backward_done) (out.loss / static_cast<double>(opt_.grad_accum)).backward();
-    for (const auto& [k, v] : out.terms) terms[k] += v / static_cast<double>(opt_.grad_accum);
+    torch::manual_seed(splitmix64(opt_.seed ^ splitmix64(static_cast<uint64_t>(step_) * 0x10001ULL + m) ^
+                                  (static_cast<uint64_t>(comm_.rank()) + 1) * 0x9E3779B97F4A7C15ULL));
+    LossOutput out;
+    {
+      AutocastScope amp(opt_.amp, dev);
+      out = loss(b);
+    }
+    std::vector<SetLoss> losses{{out.loss, out.count}};
+    losses.insert(losses.end(), out.more.begin(), out.more.end());
+    DAEI_CHECK(losses.size() == S, "[{}] the loss returned {} gradient sets, {} are declared", opt_.tag, losses.size(),
+               S);
+    for (size_t i = 0; i < S; ++i) {
+      const int kind = losses[i].count >= 0 ? 1 : 0;
+      DAEI_CHECK(summed[i] < 0 || summed[i] == kind, "[{}] gradient set {} mixes mean and summed losses", opt_.tag,
+                 grad_sets_[i]);
+      summed[i] = kind;
+      if (kind) counts[i] += losses[i].count;
+      auto v = kind ? losses[i].value : losses[i].value / static_cast<double>(opt_.grad_accum);
+      if (v.requires_grad()) v.backward({}, /*retain_graph=*/i + 1 < S);
+      if (S > 1) {
+        torch::NoGradGuard ng;
+        for (size_t p = 0; p < P; ++p) {
+          auto g = params_[p].grad();
+          if (!g.defined()) continue;
+          if (sets[i][p].defined()) sets[i][p].add_(g); else sets[i][p] = g.clone();
+          params_[p].mutable_grad() = at::Tensor();
+        }
+      }
+    }
+    for (const auto& [k, v] : out.terms) {
+      DAEI_CHECK(std::find(terms.begin(), terms.end(), k) != terms.end(),
+                 "[{}] logged term '{}' is not declared in Trainer::terms", opt_.tag, k);
+      acc[k].first += v;
+      acc[k].second += 1;
+    }
   }
-  reducer_->reduce();
-  if (grad_hook) grad_hook();
-  grad_norm = total_norm(params_);
+  // Token counts of the global batch, one small all-reduce for all sets.
+  auto c = torch::tensor(counts, torch::kFloat64);
+  if (comm_.size() > 1) comm_.allreduce(c, ReduceOp::Sum);
+  const double W = comm_.size();
+  auto normalise = [&](std::vector<at::Tensor>& g, size_t i) {
+    if (summed[i] != 1) return;
+    const double total = c[static_cast<int64_t>(i)].item<double>();
+    torch::NoGradGuard ng;
+    for (auto& t : g)
+      if (t.defined()) t.mul_(total > 0 ? W / total : 0.0);  // reduced = Σ/W; want Σ/total
+  };
+  if (S == 1) {
+    reducer_->reduce();
+    auto g = grads_of(params_);
+    normalise(g, 0);
+  } else {
+    for (size_t i = 0; i < S; ++i) {
+      reducer_->reduce(sets[i]);
+      normalise(sets[i], i);
+    }
+    if (combine) {
+      for (const auto& [k, v] : combine(sets)) {
+        DAEI_CHECK(std::find(terms.begin(), terms.end(), k) != terms.end(),
+                   "[{}] combine term '{}' is not declared in Trainer::terms", opt_.tag, k);
+        acc[k].first += v;  // the same global value on every rank
+        acc[k].second += 1;
+      }
+    } else {
+      torch::NoGradGuard ng;
+      for (size_t p = 0; p < P; ++p)
+        for (size_t i = 0; i < S; ++i) {
+          if (!sets[i][p].defined()) continue;
+          if (params_[p].grad().defined()) params_[p].mutable_grad().add_(sets[i][p]);
+          else params_[p].mutable_grad() = sets[i][p];
+        }
+    }
+  }
+  grad_norm = std::sqrt(sq_norm(grads_of(params_)));
   nonfinite = !std::isfinite(grad_norm);
+}
+
+void Trainer::prepare_stage_dir() {
+  // Rank 0 locks the folder, removes temporaries of dead processes and refuses to mix runs; the verdict is
+  // broadcast so every rank fails (or goes on) together.
+  std::string verdict;
+  if (comm_.is_root()) {
+    try {
+      make_dirs(opt_.stage_dir);
+      const std::string lock = opt_.stage_dir + "/.lock";
+      lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      DAEI_CHECK(lock_fd_ >= 0, "{}: cannot open: {}", lock, std::strerror(errno));
+      if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        std::string holder = read_file(lock);
+        while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+        DAEI_CHECK(err != EWOULDBLOCK, "{} is in use by another daei process ({}); wait for it or stop it",
+                   opt_.stage_dir, holder.empty() ? "unknown holder" : holder);
+        DAEI_CHECK(false, "{}: cannot take an exclusive lock ({}); this file system does not support flock — put "
+                          "run.root on a local or lock-capable file system",
+                   lock, std::strerror(err));
+      }
+      char host[256] = {0};
+      ::gethostname(host, sizeof host - 1);
+      const std::string me = fmt::format("host {} pid {}\n", host, ::getpid());
+      DAEI_CHECK(::ftruncate(lock_fd_, 0) == 0 && ::pwrite(lock_fd_, me.data(), me.size(), 0) ==
+                                                       static_cast<ssize_t>(me.size()),
+                 "{}: cannot write: {}", lock, std::strerror(errno));
+      for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
+        const std::string n = e.path().filename().string();
+        const auto at = n.rfind(".tmp-");
+        if (at == std::string::npos) continue;
+        const long pid = std::strtol(n.c_str() + at + 5, nullptr, 10);
+        if (!pid_alive(pid)) {
+          LOG_WARN("[{}] removing {} left by a failed write (process {} is gone)", opt_.tag, e.path().string(), pid);
+          fs::remove_all(e.path());
+        }
+      }
+      if (!opt_.resume) {
+        std::vector<std::string> old;
+        for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
+          const std::string n = e.path().filename().string();
+          if (is_checkpoint_name(n) || n == "final") old.push_back(n);
+        }
+        if (!old.empty()) {
+          std::sort(old.begin(), old.end());
+          DAEI_CHECK(opt_.force,
+                     "{} holds checkpoints of an earlier run ({}); run with --resume to continue it, or --force to "
+                     "archive them and start again",
+                     opt_.stage_dir, fmt::format("{}", fmt::join(old, ", ")));
+          const std::string archive =
+              fmt::format("{}/archive-{}", opt_.stage_dir,
+                          std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count());
+          make_dirs(archive);
+          old.push_back("metrics.jsonl");
+          for (const auto& n : old)
+            if (fs::exists(opt_.stage_dir + "/" + n)) fs::rename(opt_.stage_dir + "/" + n, archive + "/" + n);
+          LOG_WARN("[{}] --force: the earlier run's checkpoints moved to {}", opt_.tag, archive);
+        }
+      }
+    } catch (const std::exception& e) {
+      verdict = e.what();
+      if (verdict.empty()) verdict = "error";
+    }
+  }
+  verdict = comm_.broadcast(verdict, 0);
+  if (!verdict.empty()) throw Error(verdict);
 }
 
 int Trainer::run() {
   DAEI_CHECK(static_cast<bool>(loss), "[{}] trainer has no loss closure", opt_.tag);
-  make_dirs(opt_.stage_dir);
+  prepare_stage_dir();
   if (opt_.resume) {
     const std::string ck = latest_checkpoint(opt_.stage_dir);
     if (!ck.empty())
@@ -179,15 +389,14 @@ int Trainer::run() {
   }
   signals::install_stop_handlers();
   Progress progress(opt_.tag, opt_.total_steps, "step", opt_.progress_every_s, step_);
-  std::map<std::string, double> acc_terms;
+  std::map<std::string, std::pair<double, double>> acc_terms;
   double acc_norm = 0;
   int64_t acc_n = 0;
   auto t_log = std::chrono::steady_clock::now();
   while (step_ < opt_.total_steps) {
-    std::map<std::string, double> terms;
     double gn = 0;
     bool nonfinite = false;
-    train_step(terms, gn, nonfinite);
+    train_step(acc_terms, gn, nonfinite);
     ControlWord local;
     local.stop = signals::stop_requested() || (opt_.stop_after > 0 && step_ + 1 == opt_.stop_after);
     local.save = opt_.ckpt_every > 0 && (step_ + 1) % opt_.ckpt_every == 0;
@@ -199,35 +408,40 @@ int Trainer::run() {
       static_cast<torch::optim::AdamWOptions&>(optim_->param_groups()[i].options()).lr(groups_[i].lr * f);
     if (cw.nonfinite) {
       LOG_WARN("[{}] step {}: non-finite gradient norm, update skipped", opt_.tag, step_ + 1);
-      optim_->zero_grad();
     } else {
       for (const auto& g : groups_)
         if (g.clip_norm > 0) {
-          const double n = total_norm(g.params);
+          const double n = std::sqrt(sq_norm(grads_of(g.params)));
           if (n > g.clip_norm) scale_grads(g.params, g.clip_norm / (n + 1e-6));
         }
       if (opt_.clip_norm > 0) {
-        const double n = total_norm(params_);
+        const double n = std::sqrt(sq_norm(grads_of(params_)));
         if (n > opt_.clip_norm) scale_grads(params_, opt_.clip_norm / (n + 1e-6));
       }
       optim_->step();
     }
     ++step_;
-    for (const auto& [k, v] : terms) acc_terms[k] += v;
     acc_norm += gn;
     ++acc_n;
     if (step_ % opt_.log_every == 0 || cw.end_of_data) {
-      // Terms are averaged over ranks (same number of rows each) and over the logged steps.
+      // Each declared term: (sum, number of productions) over ranks, micro-steps and logged steps.
       std::vector<double> vals;
-      for (auto& [k, v] : acc_terms) vals.push_back(v / acc_n);
-      auto t = torch::tensor(vals, torch::kFloat64);
-      if (!vals.empty()) comm_.allreduce(t, ReduceOp::Avg);
-      size_t i = 0;
-      for (auto& [k, v] : acc_terms) v = t[i++].item<double>();
+      for (const auto& k : terms) {
+        auto it = acc_terms.find(k);
+        vals.push_back(it == acc_terms.end() ? 0.0 : it->second.first);
+        vals.push_back(it == acc_terms.end() ? 0.0 : it->second.second);
+      }
+      auto t = torch::tensor(vals.empty() ? std::vector<double>{0.0} : vals, torch::kFloat64);
+      if (comm_.size() > 1) comm_.allreduce(t, ReduceOp::Sum);
+      std::map<std::string, double> logged;
+      for (size_t i = 0; i < terms.size(); ++i) {
+        const double n = t[2 * i + 1].item<double>();
+        if (n > 0) logged[terms[i]] = t[2 * i].item<double>() / n;
+      }
       auto now = std::chrono::steady_clock::now();
       const double dt = std::chrono::duration<double>(now - t_log).count();
-      log_metrics(acc_terms, acc_norm / acc_n, dt > 0 ? acc_n * opt_.global_batch / dt : 0.0);
-      progress.update(step_, acc_terms.count("loss") ? fmt::format("loss {:.5g}", acc_terms["loss"]) : "");
+      log_metrics(logged, acc_norm / acc_n, dt > 0 ? acc_n * opt_.global_batch / dt : 0.0);
+      progress.update(step_, logged.count("loss") ? fmt::format("loss {:.5g}", logged["loss"]) : "");
       acc_terms.clear();
       acc_norm = 0;
       acc_n = 0;
@@ -251,36 +465,70 @@ int Trainer::run() {
     }
   }
   save_checkpoint("final", false);
+  if (comm_.is_root() && opt_.plot) plot_curves(opt_.stage_dir);
   LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, final_dir(opt_.stage_dir));
   return kExitOk;
 }
 
-void Trainer::log_metrics(const std::map<std::string, double>& terms, double grad_norm, double ex_per_s) {
+void Trainer::log_metrics(const std::map<std::string, double>& terms_now, double grad_norm, double ex_per_s) {
   if (!comm_.is_root()) return;
   json j{{"step", step_}, {"grad_norm", grad_norm}, {"examples_per_s", ex_per_s}};
-  for (const auto& [k, v] : terms) j[k] = v;
+  for (const auto& [k, v] : terms_now) j[k] = v;
   json lr = json::object();
-  for (size_t i = 0; i < groups_.size(); ++i) lr[groups_[i].name] = groups_[i].lr * lr_factor(step_ - 1);
+  const auto lrs = current_lrs();
+  for (size_t i = 0; i < groups_.size(); ++i) lr[groups_[i].name] = lrs[i];
   j["lr"] = lr;
   std::ofstream(opt_.stage_dir + "/metrics.jsonl", std::ios::app) << j.dump() << "\n";
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Checkpoints: rank 0 writes every file under a temporary name and renames the folder; after a barrier it writes
-// DONE. The contents do not depend on the world size (parameters and AdamW state are replicated).
+// DONE with the SHA-256 of every file. The contents do not depend on the world size (parameters and AdamW state are
+// replicated; randomness is keyed by step).
 
 bool Trainer::is_complete(const std::string& dir) { return file_exists(dir + "/DONE"); }
 
+std::string Trainer::verify(const std::string& dir) {
+  if (!is_complete(dir)) return "no DONE file (incomplete)";
+  const json done = json::parse(read_file(dir + "/DONE"), nullptr, false);
+  if (done.is_discarded() || !done.is_object() || !done.contains("files"))
+    return "DONE has no checksums (written by an older daei): not verifiable";
+  for (const auto& [name, sha] : done.at("files").items()) {
+    const std::string p = dir + "/" + name;
+    if (!file_exists(p)) return fmt::format("{} is missing", name);
+    if (sha256_file(p) != sha.get<std::string>()) return fmt::format("{}: SHA-256 differs (damaged)", name);
+  }
+  return "";
+}
+
 std::string Trainer::latest_checkpoint(const std::string& stage_dir) {
-  std::string best;
-  if (!fs::is_directory(stage_dir)) return best;
+  std::vector<std::string> done;
+  if (!fs::is_directory(stage_dir)) return "";
   for (const auto& e : fs::directory_iterator(stage_dir)) {
     const std::string name = e.path().filename().string();
-    if (name.size() == 13 && name.rfind("ckpt-", 0) == 0 && is_complete(e.path().string()) &&
-        (best.empty() || name > fs::path(best).filename().string()))
-      best = e.path().string();
+    if (is_checkpoint_name(name) && is_complete(e.path().string())) done.push_back(e.path().string());
   }
-  return best;
+  std::sort(done.rbegin(), done.rend());
+  for (const auto& d : done) {
+    const std::string why = verify(d);
+    if (why.empty()) return d;
+    LOG_WARN("[trainer] skipping checkpoint {}: {}; falling back to the previous one", d, why);
+  }
+  return "";
+}
+
+bool Trainer::final_ready(const std::string& stage_dir) {
+  const std::string f = final_dir(stage_dir);
+  if (!is_complete(f)) return false;
+  const std::string why = verify(f);
+  if (!why.empty()) LOG_WARN("[trainer] {} does not verify ({}): the stage is not complete", f, why);
+  return why.empty();
+}
+
+void Trainer::write_done(const std::string& dir) {
+  json files = json::object();
+  for (const auto& rel : files_under(dir)) files[rel] = sha256_file(dir + "/" + rel);
+  write_file_atomic(dir + "/DONE", json{{"step", step_}, {"files", files}}.dump(1) + "\n");
 }
 
 void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
@@ -289,13 +537,18 @@ void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
     const std::string tmp = temp_sibling(dir);
     fs::remove_all(tmp);
     make_dirs(tmp);
-    save_tensors(tmp + "/model.safetensors", module_tensors(modules_));
+    if (name == "final" && save_final) {
+      save_final(tmp);
+    } else {
+      save_tensors(tmp + "/model.safetensors", module_tensors(modules_));
+      if (save_extra) save_extra(tmp);
+    }
     if (with_optimizer) {
       torch::serialize::OutputArchive ar;
       optim_->save(ar);
       ar.save_to(tmp + "/optim.pt");
     }
-    json st{{"schema", "daei.checkpoint.v1"},
+    json st{{"schema", "daei.checkpoint.v2"},
             {"stage", opt_.tag},
             {"step", step_},
             {"epoch", step_ / steps_per_epoch_},
@@ -306,17 +559,15 @@ void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
             {"global_batch", opt_.global_batch},
             {"grad_accum", opt_.grad_accum},
             {"world_size", comm_.size()},
-            {"rng", {{"scheme", "counter-based: generator(seed, step, tag); nothing else to restore"},
-                     {"seed", opt_.seed},
-                     {"torch_cpu_default", hex(at::detail::getDefaultCPUGenerator().get_state())}}}};
+            {"rng", {{"scheme", "default generator re-seeded from (seed, step, rank, micro-step); nothing to restore"},
+                     {"seed", opt_.seed}}}};
     write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
-    if (save_extra) save_extra(tmp);
     fs::remove_all(dir);
     fs::rename(tmp, dir);
   }
   comm_.barrier();
   if (comm_.is_root()) {
-    write_file_atomic(dir + "/DONE", fmt::format("step {}\n", step_));
+    write_done(dir);
     prune_checkpoints();
   }
   comm_.barrier();
@@ -327,7 +578,7 @@ void Trainer::prune_checkpoints() {
   std::vector<std::string> done;
   for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
     const std::string n = e.path().filename().string();
-    if (n.size() == 13 && n.rfind("ckpt-", 0) == 0 && is_complete(e.path().string())) done.push_back(n);
+    if (is_checkpoint_name(n) && is_complete(e.path().string())) done.push_back(n);
   }
   std::sort(done.begin(), done.end());
   for (size_t i = 0; opt_.keep_last > 0 && i + opt_.keep_last < done.size(); ++i)
@@ -335,23 +586,32 @@ void Trainer::prune_checkpoints() {
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
-  const json st = json::parse(read_file(dir + "/state.json"));
-  DAEI_CHECK(st.value("schema", "") == "daei.checkpoint.v1", "{}: unknown checkpoint schema", dir);
-  const int64_t gb = st.at("global_batch").get<int64_t>();
+  const std::string sp = dir + "/state.json";
+  const json st = json::parse(read_file(sp), nullptr, false);
+  DAEI_CHECK(!st.is_discarded() && st.is_object(), "{}: not valid JSON", sp);
+  auto need = [&](const json& j, const char* key) -> const json& {
+    DAEI_CHECK(j.is_object() && j.contains(key), "{}: key '{}' is missing", sp, key);
+    return j.at(key);
+  };
+  const std::string schema = st.value("schema", "");
+  DAEI_CHECK(schema == "daei.checkpoint.v1" || schema == "daei.checkpoint.v2", "{}: unknown checkpoint schema '{}'",
+             sp, schema);
+  const int64_t gb = need(st, "global_batch").get<int64_t>();
   DAEI_CHECK(gb == opt_.global_batch,
              "{}: checkpoint was trained with global batch {}, the config says {}; resume needs the same global batch",
              dir, gb, opt_.global_batch);
-  DAEI_CHECK(st.at("sampler").at("n_rows").get<int64_t>() == n_rows_,
-             "{}: checkpoint was trained on {} rows, the data now has {}", dir,
-             st.at("sampler").at("n_rows").get<int64_t>(), n_rows_);
+  const int64_t rows = need(need(st, "sampler"), "n_rows").get<int64_t>();
+  DAEI_CHECK(rows == n_rows_, "{}: checkpoint was trained on {} rows, the data now has {}", dir, rows, n_rows_);
   load_module_tensors(modules_, load_tensors(dir + "/model.safetensors"), dir + "/model.safetensors");
-  torch::serialize::InputArchive ar;
-  ar.load_from(dir + "/optim.pt");
-  optim_->load(ar);
-  step_ = st.at("step").get<int64_t>();
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle to the process-wide generator
-  cpu.set_state(unhex(st.at("rng").at("torch_cpu_default").get<std::string>()));
-  const int64_t was = st.at("world_size").get<int64_t>();
+  try {
+    torch::serialize::InputArchive ar;
+    ar.load_from(dir + "/optim.pt");
+    optim_->load(ar);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}/optim.pt: cannot be read ({})", dir, e.what_without_backtrace()));
+  }
+  step_ = need(st, "step").get<int64_t>();
+  const int64_t was = need(st, "world_size").get<int64_t>();
   LOG_INFO("[{}] resumed from {} at step {} (written by {} rank{}, now {})", opt_.tag, dir, step_, was,
            was == 1 ? "" : "s", comm_.size());
 }

@@ -1,14 +1,23 @@
 // The one training loop that every stage uses. A stage supplies
 //   - the modules to checkpoint (ModuleList: name prefix → module) and the AdamW parameter groups,
-//   - `loss(batch)`: forward on the local micro-batch, returning the scalar to differentiate and named terms to log
-//     (or calling backward itself, e.g. twice for PCGrad, and setting backward_done),
-//   - optionally `grad_hook()`: runs after the gradients are averaged across ranks and before clipping (PCGrad),
-//   - optionally `evaluate(step)`: periodic evaluation (called on every rank; may use collectives).
-// The loop does the rest: the global batches of shard_plan (N ranks × local batch B/N = 1 rank × B), gradient
-// accumulation, the all-reduce (GradReducer), the control word (stop / save / skip a non-finite step, all decided on
-// reduced values), schedules, per-group and global clipping, AdamW, metrics.jsonl, rank-0 progress, checkpoints
-// (stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name + rename, keep last K), resume
-// from the newest complete checkpoint (any world size), SIGUSR1/SIGTERM → checkpoint → exit 75, stageK/final/.
+//   - `loss(batch)`: forward on the local micro-batch. It returns one loss per gradient set (declared with
+//     `grad_sets`; one set "loss" by default), each a local mean (count 0) or a local SUM over `count` units
+//     (tokens): the Trainer divides a sum by the count of the global batch, so cross-entropy over texts of
+//     different lengths keeps "N ranks on B/N = 1 rank on B";
+//   - with several gradient sets, `combine(sets)`: runs on the averaged global gradients of every set and writes
+//     the parameters' .grad (stage 3: PCGrad of g_SURE and g_CE on the DAE); it returns terms to log;
+//   - `terms`: the names of the logged terms, declared up front so every rank reduces the same vector even when
+//     a term is produced by some ranks only;
+//   - optionally `evaluate(step)`: periodic evaluation (called on every rank; may use collectives);
+//   - optionally `save_final(dir)`: one folder a module in final/ (final/dae/, final/inverter/ …).
+// The loop does the rest: the global batches of shard_plan, gradient accumulation, the all-reduce (GradReducer,
+// per gradient set), the control word (stop / save / skip a non-finite step, all decided on reduced values),
+// schedules, per-group and global clipping, AdamW, metrics.jsonl and curves.png, rank-0 progress, checkpoints
+// (stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name + rename, SHA-256 of every file
+// in DONE, keep last K), resume from the newest checkpoint that verifies (any world size), an exclusive lock on the
+// stage folder, SIGUSR1/SIGTERM → checkpoint → exit 75, stageK/final/.
+// Randomness: before each micro-step the default generator is re-seeded from (seed, step, rank, micro-step), so
+// dropout never depends on history and resume is exact on any number of ranks.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -52,10 +61,17 @@ struct TrainerOptions {
   double progress_every_s = 10.0;
   uint64_t seed = 1234;
   bool resume = false;
+  bool force = false;             // a fresh run over an earlier run's checkpoints archives them instead of refusing
   int64_t stop_after = 0;         // > 0: checkpoint and stop (exit 75) when this step is reached (tests, time slices)
+  int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb
+  std::string amp = "off";        // off | bf16 (autocast around the loss)
+  bool plot = true;               // curves.png at the end (gnuplot)
 };
 // train.* keys (configs/defaults/train.yaml) layered under the stage's own keys (stageK.*).
 TrainerOptions trainer_options(const Config& cfg, const std::string& stage_key, const std::string& stage_dir);
+
+// The device of this rank: train.device (auto | cpu | cuda); auto = cuda:local_rank % count when libtorch has CUDA.
+at::Device train_device(const Config& cfg, int local_rank);
 
 // One local micro-batch.
 struct Batch {
@@ -64,26 +80,38 @@ struct Batch {
   int64_t micro = 0;          // micro-step within the optimizer step
   int64_t global_offset = 0;  // position of rows[0] within the step's global batch [0, global_batch)
   int64_t global_batch = 0;
-  int64_t accum = 1;          // micro-steps per optimizer step (a self-backward loss divides by it)
+  int64_t accum = 1;          // micro-steps per optimizer step
+};
+
+struct SetLoss {
+  at::Tensor value;   // scalar to differentiate
+  double count = 0;   // 0: a local mean over the micro-batch's rows; > 0: a sum over `count` units
 };
 
 struct LossOutput {
-  at::Tensor loss;                       // local mean loss; the trainer calls (loss / accum).backward()
-  std::map<std::string, double> terms;   // logged, averaged over micro-steps and ranks
-  bool backward_done = false;            // the closure ran backward itself (scaled by 1/accum)
+  at::Tensor loss;                       // gradient set 0
+  double count = 0;                      // as SetLoss::count
+  std::vector<SetLoss> more;             // gradient sets 1.. in the declared order
+  std::map<std::string, double> terms;   // logged, averaged over micro-steps and the ranks that produced them
 };
+
+// Global gradients of every set, aligned with Trainer::params() (undefined: no gradient anywhere).
+using GradSets = std::vector<std::vector<at::Tensor>>;
 
 class Trainer {
  public:
   Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleList modules,
-          std::vector<ParamGroupSpec> groups);
+          std::vector<ParamGroupSpec> groups, std::vector<std::string> grad_sets = {"loss"});
   ~Trainer();
 
   std::function<LossOutput(const Batch&)> loss;
-  std::function<void()> grad_hook;
+  std::vector<std::string> terms;  // logged term names (declared up front; an undeclared term is an error)
+  std::function<std::map<std::string, double>(GradSets&)> combine;
   std::function<std::map<std::string, double>(int64_t step)> evaluate;
-  // Extra files for every checkpoint and final/ (rank 0, into the temporary folder before DONE), e.g. dae.json.
+  // Extra files for every checkpoint (rank 0, into the temporary folder before DONE), e.g. dae.json.
   std::function<void(const std::string& dir)> save_extra;
+  // final/: one folder a module (rank 0, into the temporary folder). Without it final/ is a checkpoint's model.
+  std::function<void(const std::string& dir)> save_final;
 
   // Trains to total_steps; returns kExitOk, or kExitStopped after a checkpoint when a stop was requested.
   int run();
@@ -92,17 +120,27 @@ class Trainer {
   Communicator& comm() { return comm_; }
   double lr_factor(int64_t step) const;  // schedule multiplier at a step
   const std::vector<ParamGroupSpec>& groups() const { return groups_; }
+  const std::vector<at::Tensor>& params() const { return params_; }
+  const TrainerOptions& options() const { return opt_; }
+  // The learning rates the optimizer used at the last step, by group (for tests of the schedule).
+  std::vector<double> current_lrs() const;
 
   // Checkpoint layout helpers.
   static bool is_complete(const std::string& dir);            // has DONE
-  static std::string latest_checkpoint(const std::string& stage_dir);  // "" when none complete
+  // DONE present and every file it lists has its recorded SHA-256; "" when good, else what is wrong.
+  static std::string verify(const std::string& dir);
+  static std::string latest_checkpoint(const std::string& stage_dir);  // newest that verifies; "" when none
   static std::string final_dir(const std::string& stage_dir) { return stage_dir + "/final"; }
+  // final/ complete and verified (a truncated final is not "complete").
+  static bool final_ready(const std::string& stage_dir);
 
  private:
-  void train_step(std::map<std::string, double>& terms_out, double& grad_norm, bool& nonfinite);
+  void train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm, bool& nonfinite);
   void save_checkpoint(const std::string& name, bool with_optimizer);
+  void write_done(const std::string& dir);
   void load_checkpoint(const std::string& dir);
   void prune_checkpoints();
+  void prepare_stage_dir();
   void log_metrics(const std::map<std::string, double>& terms, double grad_norm, double ex_per_s);
   const std::vector<int64_t>& epoch_plan(int64_t epoch);
 
@@ -111,12 +149,14 @@ class Trainer {
   int64_t n_rows_, local_batch_, micro_batch_, steps_per_epoch_;
   ModuleList modules_;
   std::vector<ParamGroupSpec> groups_;
+  std::vector<std::string> grad_sets_;
   std::vector<at::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> optim_;
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
   int64_t plan_epoch_ = -1;
   std::vector<int64_t> plan_;
+  int lock_fd_ = -1;
 };
 
 }  // namespace daei

@@ -69,7 +69,7 @@ TEST(Stage1Mpi, DataParallelStepsEqualOneRank) {
     LocalCommunicator one;
     Stage1 s(cfg(3), one, dir + "/one", data(), nullptr, false);
     ASSERT_EQ(s.run(), kExitOk);
-    const double d = max_diff(dir + "/world/final", dir + "/one/final");
+    const double d = max_diff(dir + "/world/final/dae", dir + "/one/final/dae");
     EXPECT_LE(d, 1e-5) << world().size() << " ranks vs 1 rank after 3 steps: max |Δ| = " << d;
     std::printf("[stage1] %d ranks vs 1 rank after 3 steps: max |Δ| = %.3g\n", world().size(), d);
     fs::remove_all(dir);
@@ -94,7 +94,7 @@ TEST(Stage1Mpi, StopAndResumeEqualsStraightRun) {
     ASSERT_EQ(s.run(), kExitOk);
   }
   if (world().is_root()) {
-    const double d = max_diff(dir + "/straight/final", dir + "/resumed/final");
+    const double d = max_diff(dir + "/straight/final/dae", dir + "/resumed/final/dae");
     EXPECT_LE(d, 1e-6) << "max |Δ| = " << d;
     std::printf("[stage1] %d ranks, 2N steps vs N + resume + N: max |Δ| = %.3g\n", world().size(), d);
     fs::remove_all(dir);

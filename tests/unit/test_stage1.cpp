@@ -11,7 +11,7 @@
 #include "core/fsutil.h"
 #include "core/signals.h"
 #include "dist/communicator.h"
-#include "stages/dae_table.h"
+#include "eval/dae_table.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
 #include "stages/sure.h"
@@ -153,13 +153,13 @@ TEST(Trainer, ResumeIsBitwiseOnOneRankAndSigusr1Exits75) {
     Stage1 s(stage1_config(2 * N), comm, b, synthetic_train(), nullptr, true);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  auto ta = load_tensors(Trainer::final_dir(a) + "/model.safetensors");
-  auto tb = load_tensors(Trainer::final_dir(b) + "/model.safetensors");
+  auto ta = load_tensors(final_dae_dir(a) + "/model.safetensors");
+  auto tb = load_tensors(final_dae_dir(b) + "/model.safetensors");
   ASSERT_EQ(ta.size(), tb.size());
   for (auto& [k, v] : ta) EXPECT_TRUE(torch::equal(v, tb.at(k))) << k;
   EXPECT_TRUE(ta.count("input_proj.weight_orig") && ta.count("input_proj.weight_u") && ta.count("blocks.1.fc2.weight_v"));
   double s0 = 0;
-  auto dae = load_dae(Trainer::final_dir(b), &s0);
+  auto dae = load_dae(final_dae_dir(b), &s0);
   EXPECT_DOUBLE_EQ(s0, 0.04);
   fs::remove_all(a);
   fs::remove_all(b);
@@ -205,7 +205,8 @@ TEST(DaeTable, WienerFiltersOnGaussianData) {
   DaeOptions o;
   o.dim = d, o.hidden = 8, o.depth = 1;
   Dae identity(o);
-  auto r = dae_row(identity, sigma, wn, xe, ye);
+  auto [xo, yo] = make(20000);  // the oracle is fitted on other rows than the ones scored
+  auto r = dae_row(identity, sigma, wn, wiener_oracle(xo, sigma), xe, ye);
   EXPECT_NEAR(r.mse_noisy, d * sigma * sigma, 0.05 * d * sigma * sigma);
   EXPECT_NEAR(r.mse_dae, r.mse_noisy, 1e-9);
   EXPECT_LT(r.mse_wiener_oracle, 0.8 * r.mse_noisy);
@@ -227,8 +228,8 @@ TEST(Trainer, GradientAccumulationMatchesOneBigBatch) {
     Stage1 s(cfg, comm, b, synthetic_train(), nullptr, false);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  auto ta = load_tensors(Trainer::final_dir(a) + "/model.safetensors");
-  auto tb = load_tensors(Trainer::final_dir(b) + "/model.safetensors");
+  auto ta = load_tensors(final_dae_dir(a) + "/model.safetensors");
+  auto tb = load_tensors(final_dae_dir(b) + "/model.safetensors");
   double m = 0;
   for (auto& [k, v] : ta) m = std::max(m, (v - tb.at(k)).abs().max().item<double>());
   EXPECT_LE(m, 1e-5) << "batch 12 vs 3 × 4: max |Δ| = " << m;
@@ -249,14 +250,16 @@ TEST(Trainer, PerGroupClippingAndSchedules) {
   Trainer t(comm, o, 32, ModuleList{{"a.", lin1.ptr()}, {"b.", lin2.ptr()}},
             {ParamGroupSpec{"a", lin1->parameters(), 1e-2, 0.0, 1e-3}, ParamGroupSpec{"b", lin2->parameters(), 1e-2}});
   double worst = 0;
+  std::vector<double> used;  // the learning rate group b's AdamW actually held at each step
+  t.terms = {"loss"};
   t.loss = [&](const Batch& b) {
+    if (b.step > 0) used.push_back(t.current_lrs()[1]);
     auto idx = torch::tensor(b.rows, torch::kInt64);
     LossOutput out;
     out.loss = lin2->forward(torch::relu(lin1->forward(x.index_select(0, idx)))).pow(2).mean();
     out.terms["loss"] = out.loss.item<double>();
     return out;
   };
-  t.grad_hook = [&] {};  // runs; clipping happens after it
   EXPECT_NEAR(t.lr_factor(0), 0.5, 1e-12);
   EXPECT_NEAR(t.lr_factor(1), 1.0, 1e-12);
   EXPECT_NEAR(t.lr_factor(4), 0.5, 1e-12);
@@ -265,6 +268,10 @@ TEST(Trainer, PerGroupClippingAndSchedules) {
   for (auto& p : lin1->parameters()) sq += p.grad().pow(2).sum().item<double>();
   worst = std::sqrt(sq);
   EXPECT_LE(worst, 1e-3 * 1.0001);
+  // Warmup 2 then linear decay over the remaining 4 steps: 0.5, 1, 1, 0.75, 0.5 (× 1e-2) before steps 2..6.
+  const std::vector<double> want{0.5e-2, 1e-2, 1e-2, 0.75e-2, 0.5e-2};
+  ASSERT_EQ(used.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(used[i], want[i], 1e-12) << "step " << i + 1;
   auto ta = load_tensors(Trainer::final_dir(o.stage_dir) + "/model.safetensors");
   EXPECT_TRUE(ta.count("a.weight") && ta.count("b.bias"));
   fs::remove_all(o.stage_dir);

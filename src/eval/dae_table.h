@@ -1,8 +1,10 @@
 // The DAE table (paper Table V plus two references it lacks): on each evaluation split, MSE (mean over rows of
 // ‖x̂ − x‖²) and cosine to the clean embedding for
 //   noisy input | the DAE h(y, σ₀) | the Wiener filter from noisy data only (C_z = C_y − σ²I clipped to PSD, from the
-//   training split's noisy rows: no clean data, no training) | the oracle Wiener filter (the split's clean
-//   covariance and mean: a reference outside the threat model).
+//   training split's noisy rows: no clean data, no training) | the oracle Wiener filter (clean covariance and mean
+//   of a *different* split than the one scored — the training split's clean rows when the reference cache exists,
+//   else val for test and test for val — a reference outside the threat model; fitted on the scored rows it would
+//   be a projection onto them when rows ≤ dimension).
 #pragma once
 #include <map>
 #include <string>
@@ -29,8 +31,8 @@ struct DaeRow {
   double mse_noisy = 0, mse_dae = 0, mse_wiener_noisy_only = 0, mse_wiener_oracle = 0;
   double cos_noisy = 0, cos_dae = 0, cos_wiener_noisy_only = 0, cos_wiener_oracle = 0;
 };
-DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const at::Tensor& clean,
-               const at::Tensor& noisy);
+DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const LinearEstimator& oracle,
+               const at::Tensor& clean, const at::Tensor& noisy);
 nlohmann::json to_json(const DaeRow& r);
 std::string format_table(const std::map<std::string, DaeRow>& rows, double sigma);
 

@@ -1,4 +1,4 @@
-#include "stages/dae_table.h"
+#include "eval/dae_table.h"
 
 #include <torch/torch.h>
 
@@ -53,8 +53,8 @@ LinearEstimator wiener_oracle(const at::Tensor& clean, double sigma) {
   return from_signal_cov(mean, cov, sigma);
 }
 
-DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const at::Tensor& clean,
-               const at::Tensor& noisy) {
+DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const LinearEstimator& oracle,
+               const at::Tensor& clean, const at::Tensor& noisy) {
   DAEI_CHECK(clean.sizes() == noisy.sizes() && clean.dim() == 2, "DAE table: clean {} and noisy {} rows differ",
              c10::str(clean.sizes()), c10::str(noisy.sizes()));
   torch::NoGradGuard ng;
@@ -65,7 +65,6 @@ DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, con
     parts.push_back(dae->forward(y, torch::full({y.size(0)}, sigma0)));
   }
   auto den = torch::cat(parts, 0);
-  auto oracle = wiener_oracle(clean, sigma0);
   auto mse = [&](const at::Tensor& e) { return (e.to(torch::kFloat64) - clean.to(torch::kFloat64)).pow(2).sum(1).mean().item<double>(); };
   auto cos = [&](const at::Tensor& e) {
     return torch::cosine_similarity(e.to(torch::kFloat64), clean.to(torch::kFloat64), 1).mean().item<double>();

@@ -1,0 +1,168 @@
+// daei pipeline: every step of the attack in order, each skipped when complete and resumed when partial:
+//   corpus → caches (train; val/test/OOD with offline-eval clean rows; the clean training cache only for the
+//   references) → stage 1 → stage 2 → baselines → stage 3 → hypotheses → stage 4 → eval.
+// Each step is the same subcommand a user would run (its registered options parsed from a string), so the pipeline
+// adds no second code path. A stop request (exit 75) ends the pipeline with 75: run it again to resume.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+
+#include "cli/app.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "dist/communicator.h"
+#include "stages/trainer.h"
+
+namespace daei::cli {
+namespace {
+
+bool g_dry_run = false;
+
+struct Step {
+  std::string name;
+  std::vector<std::string> command;  // subcommand path
+  std::string args;                  // its options
+  std::string inputs, outputs;       // for --dry-run
+  std::function<bool()> complete;
+  std::function<bool()> started;     // partial work exists (resumed)
+};
+
+const SubcommandSpec* find_spec(const std::vector<std::string>& path) {
+  for (const auto& s : subcommands())
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
+int run_step(const Step& st, Context& ctx) {
+  const SubcommandSpec* spec = find_spec(st.command);
+  DAEI_CHECK(spec, "pipeline: step '{}' needs `daei {}`, which this build does not have", st.name,
+             fmt::format("{}", fmt::join(st.command, " ")));
+  CLI::App app;
+  spec->add_options(app);
+  try {
+    app.parse(st.args, false);
+  } catch (const CLI::ParseError& e) {
+    throw Error(fmt::format("pipeline: step '{}': bad options '{}': {}", st.name, st.args, e.what()));
+  }
+  return spec->run(ctx);
+}
+
+bool has_checkpoint(const std::string& stage_dir) { return !Trainer::latest_checkpoint(stage_dir).empty(); }
+
+std::vector<Step> plan(const Context& ctx) {
+  const Config& c = ctx.config;
+  const std::string R = ctx.run_dir;
+  auto exists = [](std::string p) { return [p] { return file_exists(p); }; };
+  auto stage = [&](const std::string& name, const std::string& flag, const std::string& folder, const std::string& in) {
+    const std::string dir = R + "/" + folder;
+    return Step{name, {"train"}, "--stage " + flag + " --resume", in, dir + "/final/",
+                [dir] { return Trainer::final_ready(dir); }, [dir] { return has_checkpoint(dir); }};
+  };
+  std::vector<Step> s;
+  s.push_back({"corpus", {"corpus", "build"}, "", "corpus.sources", R + "/corpus/*.jsonl", exists(R + "/corpus/stats.json"),
+               [] { return false; }});
+  auto cache = [&](const std::string& split, bool clean) {
+    const std::string dir = R + "/cache/" + split;
+    return Step{"cache " + split + (clean ? " (+ offline-eval clean)" : ""), {"cache", "build"},
+                "--split " + split + (clean ? " --clean" : ""), R + "/corpus/" + split + ".jsonl", dir + "/",
+                [dir, clean] { return file_exists(dir + "/manifest.json") && (!clean || file_exists(dir + "/clean/manifest.json")); },
+                [dir] { return file_exists(dir); }};
+  };
+  const bool reference = c.flag("reference.enabled");
+  s.push_back(cache("train", reference));
+  s.push_back(cache("val", true));
+  s.push_back(cache("test", true));
+  for (const auto& o : c.strings("corpus.ood")) s.push_back(cache("ood-" + o, true));
+  s.push_back(stage("stage 1 (SURE DAE)", "1", "stage1", R + "/cache/train (noisy)"));
+  s.push_back(stage("stage 2 (inverter on DAE(y))", "2", "stage2", "stage1/final/dae, cache/train (noisy)"));
+  s.push_back(stage("baseline noisy-inverter", "noisy-inverter", "noisy-inverter", "cache/train (noisy)"));
+  if (reference)
+    s.push_back(stage("reference clean-inverter", "clean-inverter", "clean-inverter",
+                      "cache/train/clean (offline_eval_only; reference.enabled)"));
+  s.push_back(stage("stage 3 (joint, PCGrad)", "3", "stage3", "stage1/final/dae, stage2/final/inverter"));
+  if (find_spec({"hypotheses"})) {
+    const std::string dir = R + "/cache/hyp-train";
+    s.push_back({"hypotheses (stage-3 inverter, re-queried)", {"hypotheses"}, "", "stage3/final, cache/train", dir + "/",
+                 exists(dir + "/manifest.json"), [dir] { return file_exists(dir); }});
+    s.push_back(stage("stage 4 (corrector)", "4", "stage4", "stage3/final/dae, cache/hyp-train"));
+  }
+  s.push_back({"eval", {"eval"}, "", "every final/, cache/{test,ood-*}", R + "/eval/results.{json,md}, samples.md",
+               exists(R + "/eval/results.json"), [] { return false; }});
+  return s;
+}
+
+void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
+  const int64_t W = ctx.comm->size();
+  std::cout << fmt::format("daei pipeline --dry-run: run directory {}, {} rank{}\n", ctx.run_dir, W, W == 1 ? "" : "s");
+  int i = 0;
+  for (const auto& st : steps) {
+    std::cout << fmt::format("{:2}. {:<42} daei {} {}\n      in:  {}\n      out: {}\n      now: {}\n", ++i, st.name,
+                             fmt::join(st.command, " "), st.args, st.inputs, st.outputs,
+                             st.complete() ? "complete (skipped)" : st.started() ? "partial (resumed)" : "to do");
+  }
+  std::cout << "\nGlobal batch per optimizer step (= ranks × per-rank micro-batch × grad_accum):\n";
+  for (const std::string k : {"stage1", "stage2", "stage3", "stage4"}) {
+    const int64_t B = ctx.config.integer(k + ".batch_size"), A = ctx.config.integer(k + ".grad_accum");
+    const int64_t steps = ctx.config.integer(k + ".steps");
+    const bool ok = B % (W * A) == 0;
+    std::cout << fmt::format("  {}: {} = {} × {} × {}{}; {} steps = {} examples\n", k, B, W, ok ? B / (W * A) : 0, A,
+                             ok ? "" : "  ← NOT divisible: change the batch size or the number of ranks", steps,
+                             steps * B);
+  }
+}
+
+int run(Context& ctx) {
+  torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
+  auto steps = plan(ctx);
+  if (g_dry_run) {
+    if (ctx.comm->is_root()) print_dry_run(ctx, steps);
+    return kExitOk;
+  }
+  std::vector<std::string> summary;
+  const auto t_all = std::chrono::steady_clock::now();
+  for (const auto& st : steps) {
+    if (st.complete()) {
+      summary.push_back(fmt::format("{:<42} skipped (complete)", st.name));
+      LOG_INFO("[pipeline] {}: complete, skipped", st.name);
+      continue;
+    }
+    const bool resumed = st.started();
+    LOG_INFO("[pipeline] {}: {}", st.name, resumed ? "resuming" : "starting");
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = run_step(st, ctx);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rc == kExitStopped) {
+      LOG_INFO("[pipeline] {}: stopped on request after a checkpoint; run the pipeline again to resume", st.name);
+      return rc;
+    }
+    if (rc != kExitOk) return rc;
+    summary.push_back(fmt::format("{:<42} {} in {}", st.name, resumed ? "resumed, done" : "done",
+                                  Progress::format_duration(s)));
+    ctx.comm->barrier();
+  }
+  if (ctx.comm->is_root()) {
+    std::cout << "\npipeline summary (" << ctx.run_dir << "):\n";
+    for (const auto& l : summary) std::cout << "  " << l << "\n";
+    std::cout << fmt::format("  total {}\n",
+                             Progress::format_duration(
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count()));
+  }
+  return kExitOk;
+}
+
+DAEI_SUBCOMMAND(SubcommandSpec{{"pipeline"},
+                               "every step in order (corpus, caches, stages 1–4, baselines, eval), skipping what is "
+                               "complete and resuming what is partial; --dry-run prints the plan",
+                               [](CLI::App& app) {
+                                 app.add_flag("--dry-run", g_dry_run,
+                                              "print the steps, their inputs and outputs and the batch arithmetic");
+                               },
+                               run});
+
+}  // namespace
+}  // namespace daei::cli

@@ -1,0 +1,231 @@
+#include "eval/evaluate.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "build_info.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "data/cache.h"
+#include "dist/communicator.h"
+#include "eval/dae_table.h"
+#include "eval/metrics.h"
+#include "eval/systems.h"
+#include "model/embedder.h"
+#include "model/generate.h"
+#include "stages/data_source.h"
+#include "stages/stage1.h"
+#include "stages/stage2.h"
+#include "stages/trainer.h"
+
+namespace daei {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+SystemScores score_system(const EvalSplit& split, const std::vector<std::string>& refs, const SystemRun& run,
+                          const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
+                          const EvalOptions& opt) {
+  DAEI_CHECK(run.texts.size() == refs.size(), "eval: {} recovered texts for {} references", run.texts.size(),
+             refs.size());
+  SystemScores s;
+  s.recovered = run.texts;
+  const auto per = metrics::score_all(run.texts, refs);
+  s.bleu = per.bleu;
+  s.token_f1 = per.token_f1;
+  std::vector<double> cos;
+  {
+    torch::NoGradGuard ng;
+    auto e = embed_clean(run.texts);
+    auto c = torch::cosine_similarity(e.to(torch::kFloat64), split.clean.to(torch::kFloat64), 1).contiguous();
+    cos.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+  }
+  const std::map<std::string, const std::vector<double>*> cols{
+      {"bleu", &per.bleu}, {"token_f1", &per.token_f1}, {"rouge_l", &per.rouge_l}, {"exact", &per.exact}, {"cos", &cos}};
+  for (const auto& [k, v] : cols) {
+    s.mean[k] = metrics::mean(*v);
+    auto ci = metrics::bootstrap_ci(*v, static_cast<int>(opt.bootstrap), opt.seed);
+    s.ci[k] = {ci.lo, ci.hi};
+  }
+  s.mean["queries_per_text"] = run.queries.empty() ? 0.0 : metrics::mean(run.queries);
+  return s;
+}
+
+namespace {
+
+EvalSplit load_cached_split(const std::string& run_dir, const std::string& split, int64_t max_texts) {
+  const std::string dir = run_dir + "/cache/" + split;
+  DAEI_CHECK(file_exists(dir + "/manifest.json") && file_exists(dir + "/clean/manifest.json"),
+             "eval: {} needs the noisy and the offline-eval clean cache (`daei cache build --split {} --clean`)", dir,
+             split);
+  auto noisy = NoisyCache::open(dir);
+  auto clean = CleanCache::open(dir, CleanCache::OfflineEvalOnly{});
+  const int64_t n = max_texts > 0 ? std::min(max_texts, noisy->size()) : noisy->size();
+  std::vector<int64_t> rows(n);
+  for (int64_t i = 0; i < n; ++i) rows[i] = i;
+  EvalSplit s;
+  s.name = split;
+  s.texts = noisy->texts(rows);
+  s.noisy = noisy->noisy_range(0, n);
+  s.clean = clean->clean(rows);
+  s.sigma = noisy->sigma();
+  return s;
+}
+
+EvalSplit embed_file_split(const Config& cfg, const std::string& path, int64_t max_texts) {
+  DAEI_CHECK(file_exists(path), "eval: --split {}: no such file", path);
+  EvalSplit s;
+  s.name = fs::path(path).stem().string();
+  std::ifstream in(path);
+  int64_t line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto j = json::parse(line, nullptr, false);
+    DAEI_CHECK(!j.is_discarded() && j.is_object() && j.contains("text") && j["text"].is_string(),
+               "eval: {}:{}: expected a JSON object with a \"text\" string", path, line_no);
+    s.texts.push_back(j["text"].get<std::string>());
+    if (max_texts > 0 && static_cast<int64_t>(s.texts.size()) >= max_texts) break;
+  }
+  DAEI_CHECK(!s.texts.empty(), "eval: {}: no texts", path);
+  auto emb = make_embedder(cfg);
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
+  auto [clean, noisy] = emb->embed_with_clean(s.texts, keys);
+  s.clean = clean;
+  s.noisy = noisy;
+  s.sigma = emb->sigma();
+  return s;
+}
+
+std::string fmt_ci(double m, const std::pair<double, double>& ci) {
+  return fmt::format("{:.3f} [{:.3f}, {:.3f}]", m, ci.first, ci.second);
+}
+
+}  // namespace
+
+int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
+             const std::vector<std::string>& extra_files, const std::string& command_line) {
+  if (!comm.is_root()) return kExitOk;
+  const auto t0 = std::chrono::steady_clock::now();
+  EvalOptions opt;
+  opt.max_texts = cfg.integer("eval.max_texts");
+  opt.batch_size = cfg.integer("eval.batch_size");
+  opt.bootstrap = cfg.integer("eval.bootstrap");
+  opt.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
+  opt.samples = cfg.integer("eval.samples");
+
+  EvalContext ctx = make_eval_context(cfg, run_dir);
+  const auto systems = available_systems(ctx);
+  DAEI_CHECK(!systems.empty(), "eval: no trained system in {} (train stage 2 or a baseline first)", run_dir);
+  std::vector<std::string> names;
+  for (const auto& s : systems) names.push_back(s.name);
+  LOG_INFO("[eval] systems: {}", fmt::join(names, ", "));
+
+  std::vector<EvalSplit> splits;
+  for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(load_cached_split(run_dir, sp, opt.max_texts));
+  for (const auto& f : extra_files) splits.push_back(embed_file_split(cfg, f, opt.max_texts));
+
+  auto embed_clean = [&ctx](const std::vector<std::string>& t) { return ctx.clean_embedder->embed(t); };
+  json res;
+  res["embedder"] = ctx.embedder_id;
+  res["sigma"] = splits.empty() ? 0.0 : splits.front().sigma;
+  res["command"] = command_line;
+  res["revision"] = DAEI_GIT_REV;
+  res["splits"] = json::object();
+  std::string md = fmt::format("# daei evaluation: {}\n\n`{}`  \nrevision {} · embedder {} · σ {} · {} bootstrap "
+                               "resamples · references are the true texts truncated to {} tokens\n",
+                               fs::path(run_dir).filename().string(), command_line, DAEI_GIT_REV, ctx.embedder_id,
+                               res["sigma"].get<double>(), opt.bootstrap, ctx.max_length_eval);
+  std::string samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery.\n";
+  for (const auto& split : splits) {
+    std::vector<std::string> refs = reference_texts(ctx, split.texts);
+    std::map<std::string, SystemScores> scores;
+    for (const auto& sys : systems) {
+      const auto ts = std::chrono::steady_clock::now();
+      SystemRun run = sys.recover(split);
+      scores[sys.name] = score_system(split, refs, run, embed_clean, opt);
+      scores[sys.name].reference = sys.reference;
+      LOG_INFO("[eval] {} / {}: BLEU {:.4f} token F1 {:.4f} cos {:.4f} ({:.1f} s)", split.name, sys.name,
+               scores[sys.name].mean["bleu"], scores[sys.name].mean["token_f1"], scores[sys.name].mean["cos"],
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+    }
+    json js{{"n", static_cast<int64_t>(split.texts.size())}, {"sigma", split.sigma}, {"systems", json::object()}};
+    md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text |\n"
+                      "|---|---|---|---|---|---|---|\n",
+                      split.name, split.texts.size());
+    for (const auto& sys : systems) {
+      const auto& s = scores.at(sys.name);
+      json j;
+      for (const auto& [k, v] : s.mean) j[k] = v;
+      for (const auto& [k, v] : s.ci) j[k + "_ci"] = {v.first, v.second};
+      j["reference"] = s.reference;
+      js["systems"][sys.name] = j;
+      md += fmt::format("| {}{} | {} | {} | {} | {:.3f} | {} | {:.1f} |\n", sys.name,
+                        s.reference ? " (reference)" : "", fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")),
+                        fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
+                        fmt_ci(s.mean.at("rouge_l"), s.ci.at("rouge_l")), s.mean.at("exact"),
+                        fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"));
+    }
+    // Paired verdicts along the attack's chain, and the attack against the plain baseline.
+    const std::vector<std::pair<std::string, std::string>> pairs{{"dae-only", "noisy-inverter"},
+                                                                 {"joint-no-corrector", "dae-only"},
+                                                                 {"daei", "joint-no-corrector"},
+                                                                 {"daei", "noisy-inverter"},
+                                                                 {"clean-to-clean", "dae-only"}};
+    js["verdicts"] = json::array();
+    std::string vmd;
+    for (const auto& [a, b] : pairs) {
+      if (!scores.count(a) || !scores.count(b)) continue;
+      for (const std::string metric : {"bleu", "token_f1"}) {
+        const auto& va = metric == "bleu" ? scores[a].bleu : scores[a].token_f1;
+        const auto& vb = metric == "bleu" ? scores[b].bleu : scores[b].token_f1;
+        const double diff = metrics::mean(va) - metrics::mean(vb);
+        auto ci = metrics::paired_bootstrap_diff(va, vb, static_cast<int>(opt.bootstrap), opt.seed);
+        js["verdicts"].push_back({{"a", a}, {"b", b}, {"metric", metric}, {"diff", diff}, {"ci", {ci.lo, ci.hi}}});
+        const std::string verdict = ci.lo > 0 ? fmt::format("**{} higher**", a)
+                                    : ci.hi < 0 ? fmt::format("**{} higher**", b)
+                                                : "not separated (interval contains 0)";
+        vmd += fmt::format("| {} − {} | {} | {:+.4f} [{:+.4f}, {:+.4f}] | {} |\n", a, b, metric, diff, ci.lo, ci.hi,
+                           verdict);
+      }
+    }
+    if (!vmd.empty())
+      md += "\nPaired bootstrap of the difference (same texts):\n\n| pair | metric | diff [95 % CI] | verdict |\n"
+            "|---|---|---|---|\n" + vmd;
+    res["splits"][split.name] = js;
+    if (split.name == "test" || (&split == &splits.front())) {
+      samples_md += fmt::format("\n## {}\n", split.name);
+      const int64_t k = std::min<int64_t>(opt.samples, static_cast<int64_t>(split.texts.size()));
+      for (int64_t i = 0; i < k; ++i) {
+        samples_md += fmt::format("\n**{}.** {}\n\n", i + 1, refs[i]);
+        for (const auto& sys : systems)
+          samples_md += fmt::format("- `{}`: {}\n", sys.name, scores.at(sys.name).recovered[i]);
+      }
+    }
+  }
+  // The DAE table (stage 1, and stage 3's DAE beside it when trained).
+  if (!cfg.strings("eval.splits").empty() && ctx.dae1) {
+    auto table = dae_tables(cfg, ctx, run_dir);
+    res["dae"] = table.json_block;
+    md += "\n## Denoisers: MSE and cosine to the clean embedding\n\n" + table.markdown;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res["wall_s"] = wall;
+  md += fmt::format("\nWall time: {}.\n", Progress::format_duration(wall));
+  const std::string out = run_dir + "/eval";
+  make_dirs(out);
+  write_file_atomic(out + "/results.json", res.dump(2) + "\n");  // whole: nothing kept from an earlier run
+  write_file_atomic(out + "/results.md", md);
+  write_file_atomic(out + "/samples.md", samples_md);
+  LOG_INFO("[eval] wrote {}/results.json, results.md, samples.md ({})", out, Progress::format_duration(wall));
+  return kExitOk;
+}
+
+}  // namespace daei

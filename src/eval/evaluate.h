@@ -1,0 +1,70 @@
+// `daei eval`: the leakage table. Every trained system recovers texts from the embeddings of each evaluation split
+// (test, ood-*, or a JSON-lines file of texts), and is scored against the truth with BLEU, token F1, ROUGE-L,
+// exact match and the cosine of clean embeddings (recovered vs true), each with a bootstrap 95 % interval over the
+// split's texts; neighbouring systems get paired-bootstrap verdicts. Systems (those whose final/ exists):
+//   clean-to-clean, clean-to-noisy   the clean-trained inverter on clean / noisy inputs (references, outside the
+//                                    threat model)
+//   noisy-inverter                   inverter trained and run on y
+//   dae-only                         stage-2 inverter on DAE₁(y)
+//   joint-no-corrector               stage-3 inverter on DAE₃(y)
+//   daei                             stage 4: iterative correction (when stage4/final exists)
+// Writes eval/results.json (DESIGN.md schema + command, revision, wall time), results.md, samples.md.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+#include <torch/types.h>
+
+namespace daei {
+
+class Communicator;
+class Config;
+
+// One split's inputs: aligned texts, clean and noisy embeddings.
+struct EvalSplit {
+  std::string name;
+  std::vector<std::string> texts;
+  at::Tensor clean, noisy;  // float32 [n, d]
+  double sigma = 0;
+};
+
+// A system maps a split to recovered texts (and the black-box queries it spent per text).
+struct SystemRun {
+  std::vector<std::string> texts;
+  std::vector<double> queries;  // per text; empty = 0
+};
+struct SystemSpec {
+  std::string name;
+  bool reference = false;  // outside the threat model: labelled in every table
+  std::function<SystemRun(const EvalSplit&)> recover;
+};
+
+struct EvalOptions {
+  int64_t max_texts = 500;   // per split; 0 = all
+  int64_t batch_size = 64;
+  int64_t bootstrap = 1000;
+  uint64_t seed = 1234;
+  int64_t samples = 20;      // texts shown in samples.md
+};
+
+struct SystemScores {
+  std::map<std::string, double> mean;  // bleu, token_f1, rouge_l, exact, cos, queries_per_text
+  std::map<std::string, std::pair<double, double>> ci;
+  std::vector<double> bleu, token_f1;  // per text (for paired verdicts)
+  std::vector<std::string> recovered;
+  bool reference = false;
+};
+
+// Scores recovered texts against the truth (references: the truth truncated to the evaluation length, decoded);
+// cos from the clean embeddings `embed_clean(recovered)` against split.clean.
+SystemScores score_system(const EvalSplit& split, const std::vector<std::string>& references, const SystemRun& run,
+                          const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
+                          const EvalOptions& opt);
+
+// The whole command. Rank 0 evaluates; other ranks return at once. extra_files: JSON-lines texts to embed, noise
+// and evaluate like a split. Returns the exit code.
+int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
+             const std::vector<std::string>& extra_files, const std::string& command_line);
+
+}  // namespace daei

@@ -1,0 +1,29 @@
+#include "eval/reference.h"
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "data/cache.h"
+
+namespace daei {
+
+InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir) {
+  DAEI_CHECK(cfg.flag("reference.enabled"),
+             "clean-inverter is a reference outside the threat model (it reads clean training embeddings); set "
+             "reference.enabled: true to train it");
+  const std::string dir = run_dir + "/cache/train";
+  DAEI_CHECK(file_exists(dir + "/clean/manifest.json"),
+             "{}/clean: no clean training cache; build it with `daei cache build --split train --clean --set "
+             "cache.clean_train_reference=true`",
+             dir);
+  std::shared_ptr<CleanCache> clean(CleanCache::open(dir, CleanCache::OfflineEvalOnly{}));
+  InverterTrainData d;
+  d.rows = clean->size();
+  d.dim = clean->dim();
+  d.input = "clean";
+  d.embeddings = [clean](const std::vector<int64_t>& rows) { return clean->clean(rows); };
+  d.texts = [clean](const std::vector<int64_t>& rows) { return clean->texts(rows); };
+  return d;
+}
+
+}  // namespace daei

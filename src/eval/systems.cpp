@@ -1,0 +1,215 @@
+#include "eval/systems.h"
+
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "data/cache.h"
+#include "eval/dae_table.h"
+#if __has_include("model/corrector.h")
+#define DAEI_HAVE_CORRECTOR 1
+#include "eval/correction.h"
+#include "model/corrector.h"
+#endif
+#include "model/embedder.h"
+#include "model/generate.h"
+#include "stages/data_source.h"
+#include "stages/stage1.h"
+#include "stages/trainer.h"
+
+namespace daei {
+
+namespace {
+std::shared_ptr<InverterImpl> load_inverter_if(const std::string& stage_dir) {
+  if (!Trainer::final_ready(stage_dir)) return nullptr;
+  return InverterImpl::load(Trainer::final_dir(stage_dir) + "/inverter");
+}
+std::shared_ptr<Dae> load_dae_if(const std::string& stage_dir, double* sigma0) {
+  if (!Trainer::final_ready(stage_dir)) return nullptr;
+  return std::make_shared<Dae>(load_dae(final_dae_dir(stage_dir), sigma0));
+}
+}  // namespace
+
+EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
+  EvalContext c;
+  const std::string given = cfg.str("inverter.tokenizer");
+  const std::string tok = given.empty() ? run_dir + "/tokenizer/spm.model" : given;
+  DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
+  c.tok = std::make_shared<SpmTokenizer>(tok);
+  c.clean_embedder = make_clean_embedder(cfg);
+  c.embedder_id = cfg.str("embedder.kind") == "glove" ? "glove-100d" : c.clean_embedder->id();
+  c.max_length_eval = cfg.integer("inverter.max_length_eval");
+  c.batch_size = cfg.integer("eval.batch_size");
+  c.num_beams = cfg.integer("eval.num_beams");
+  c.clean_inv = load_inverter_if(run_dir + "/clean-inverter");
+  c.noisy_inv = load_inverter_if(run_dir + "/noisy-inverter");
+  c.stage2_inv = load_inverter_if(run_dir + "/stage2");
+  c.stage3_inv = load_inverter_if(run_dir + "/stage3");
+  double s1 = 0, s3 = 0;
+  c.dae1 = load_dae_if(run_dir + "/stage1", &s1);
+  c.dae3 = load_dae_if(run_dir + "/stage3", &s3);
+  c.sigma0 = c.dae1 ? s1 : s3;
+  c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
+#ifdef DAEI_HAVE_CORRECTOR
+  if (c.stage3_inv && c.dae3 && Trainer::final_ready(run_dir + "/stage4")) {
+    auto corrector = CorrectorImpl::load(Trainer::final_dir(run_dir + "/stage4") + "/corrector");
+    auto embedder = make_embedder(cfg);  // the black box the attack queries (counted)
+    CorrectionOptions co;
+    co.max_steps = cfg.integer("correct.max_steps");
+    co.beam = cfg.integer("correct.beam");
+    co.min_gain = cfg.real("correct.min_gain");
+    co.embed_chunk = cfg.integer("correct.embed_chunk");
+    co.max_length = c.max_length_eval;
+    co.gen_batch = c.batch_size;
+    auto ctx_tok = c.tok;
+    auto inv = c.stage3_inv;
+    auto dae = c.dae3;
+    auto memo = c.decoded;
+    EvalContext opts = c;       // a copy for the closure (shares the models)
+    c.daei = [=](const EvalSplit& sp) {
+      auto it = memo->find("joint-no-corrector/" + sp.name);
+      std::vector<std::string> initial =
+          it != memo->end() ? it->second : decode_texts(opts, *inv, denoise(*dae, sp.noisy, sp.sigma), "daei x̂₀");
+      std::vector<std::string> ids;
+      for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
+      QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
+        return embedder->embed(t, k);
+      };
+      const double sigma = sp.sigma;
+      DenoiseFn den = [dae, sigma](const at::Tensor& y) { return denoise(*dae, y, sigma); };
+      auto r = run_correction(sp.noisy, initial, ids, query, den, *corrector, *ctx_tok, co);
+      LOG_INFO("[eval] daei on {}: {} correction rounds, {:.1f} queries per text", sp.name, r.steps,
+               static_cast<double>(r.total_queries()) / std::max<size_t>(1, sp.texts.size()));
+      SystemRun run;
+      run.texts = r.best_text;
+      for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
+      return run;
+    };
+  }
+#endif
+  return c;
+}
+
+at::Tensor denoise(Dae& dae, const at::Tensor& y, double sigma) {
+  torch::NoGradGuard ng;
+  dae->eval();
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < y.size(0); i += 1024) {
+    auto b = y.narrow(0, i, std::min<int64_t>(1024, y.size(0) - i));
+    parts.push_back(dae->forward(b, torch::full({b.size(0)}, sigma)));
+  }
+  return torch::cat(parts, 0);
+}
+
+std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e,
+                                      const std::string& what) {
+  inv.eval();
+  GenerateOptions g;
+  g.max_length = ctx.max_length_eval;
+  g.num_beams = ctx.num_beams;
+  std::vector<std::string> out;
+  Progress progress("eval", e.size(0), "text", 10.0);
+  for (int64_t i = 0; i < e.size(0); i += ctx.batch_size) {
+    auto b = e.narrow(0, i, std::min<int64_t>(ctx.batch_size, e.size(0) - i));
+    for (auto& t : ctx.tok->decode_batch(inv.generate(b, g))) out.push_back(std::move(t));
+    progress.update(static_cast<int64_t>(out.size()), what);
+  }
+  return out;
+}
+
+std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vector<std::string>& texts) {
+  std::vector<std::string> out;
+  out.reserve(texts.size());
+  for (const auto& t : texts) out.push_back(ctx.tok->decode(ctx.tok->encode(t, ctx.max_length_eval)));
+  return out;
+}
+
+std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
+  std::vector<SystemSpec> s;
+  const EvalContext* c = &ctx;
+  if (ctx.clean_inv) {
+    s.push_back({"clean-to-clean", true, [c](const EvalSplit& sp) {
+                   return SystemRun{decode_texts(*c, *c->clean_inv, sp.clean, "clean-to-clean"), {}};
+                 }});
+    s.push_back({"clean-to-noisy", true, [c](const EvalSplit& sp) {
+                   return SystemRun{decode_texts(*c, *c->clean_inv, sp.noisy, "clean-to-noisy"), {}};
+                 }});
+  }
+  if (ctx.noisy_inv)
+    s.push_back({"noisy-inverter", false, [c](const EvalSplit& sp) {
+                   return SystemRun{decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"), {}};
+                 }});
+  if (ctx.stage2_inv && ctx.dae1)
+    s.push_back({"dae-only", false, [c](const EvalSplit& sp) {
+                   return SystemRun{decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, sp.sigma), "dae-only"),
+                                    {}};
+                 }});
+  if (ctx.stage3_inv && ctx.dae3)
+    s.push_back({"joint-no-corrector", false, [c](const EvalSplit& sp) {
+                   auto t = decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, sp.sigma), "joint-no-corrector");
+                   (*c->decoded)["joint-no-corrector/" + sp.name] = t;  // x̂₀ of the daei system: not decoded twice
+                   return SystemRun{t, {}};
+                 }});
+  if (ctx.daei) s.push_back({"daei", false, ctx.daei});
+  return s;
+}
+
+DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::string& run_dir) {
+  DaeTables out;
+  const double sigma0 = ctx.sigma0;
+  at::Tensor mean, cov;
+  row_moments(*open_noisy_split(cfg, run_dir, "train"), cfg.integer("dae.table_wiener_rows"), mean, cov);
+  const auto wiener = wiener_from_noisy(mean, cov, sigma0);
+  std::map<std::string, CleanNoisy> data;
+  for (const std::string split : {"val", "test"}) data[split] = open_eval_split(cfg, run_dir, split);
+  // The oracle is fitted on other rows than those scored: the clean training rows when the reference cache exists.
+  const std::string train_clean = run_dir + "/cache/train";
+  std::optional<LinearEstimator> oracle_train;
+  std::string oracle_from;
+  if (file_exists(train_clean + "/clean/manifest.json")) {
+    auto clean = CleanCache::open(train_clean, CleanCache::OfflineEvalOnly{});
+    const int64_t n = std::min<int64_t>(clean->size(), 200000);
+    std::vector<int64_t> rows(n);
+    for (int64_t i = 0; i < n; ++i) rows[i] = i;
+    oracle_train = wiener_oracle(clean->clean(rows), sigma0);
+    oracle_from = fmt::format("the first {} clean training rows", n);
+  } else {
+    oracle_from = "the other evaluation split (val for test, test for val)";
+  }
+  std::map<std::string, DaeRow> rows;
+  for (const std::string split : {"val", "test"}) {
+    const auto& d = data.at(split);
+    DAEI_CHECK(std::abs(d.sigma - sigma0) <= 1e-9 * sigma0, "eval: {} was cached at σ {} but the DAE was trained at {}",
+               split, d.sigma, sigma0);
+    const auto oracle = oracle_train ? *oracle_train
+                                     : wiener_oracle(data.at(split == "val" ? "test" : "val").clean, sigma0);
+    rows[split] = dae_row(*ctx.dae1, sigma0, wiener, oracle, d.clean, d.noisy);
+    out.json_block[split] = to_json(rows[split]);
+    out.json_block[split]["oracle_fitted_on"] = oracle_from;
+    if (ctx.dae3) {
+      auto r3 = dae_row(*ctx.dae3, sigma0, wiener, oracle, d.clean, d.noisy);
+      out.json_block[split]["mse_dae_stage3"] = r3.mse_dae;
+      out.json_block[split]["cos_dae_stage3"] = r3.cos_dae;
+      out.json_block[split]["mse_reduction_dae_stage3"] = r3.mse_noisy > 0 ? 1.0 - r3.mse_dae / r3.mse_noisy : 0.0;
+    }
+  }
+  out.markdown = "```\n" + format_table(rows, sigma0) + "```\n";
+  if (ctx.dae3) {
+    out.markdown += "\n| split | stage-1 DAE MSE | stage-3 (joint) DAE MSE | stage-1 cos | stage-3 cos |\n|---|---|---|---|---|\n";
+    for (const std::string split : {"val", "test"}) {
+      const auto& j = out.json_block[split];
+      out.markdown += fmt::format("| {} | {:.5f} | {:.5f} | {:.4f} | {:.4f} |\n", split, j["mse_dae"].get<double>(),
+                                  j["mse_dae_stage3"].get<double>(), j["cos_dae"].get<double>(),
+                                  j["cos_dae_stage3"].get<double>());
+    }
+  }
+  out.markdown += "\nOracle Wiener filter fitted on " + oracle_from + ".\n";
+  return out;
+}
+
+}  // namespace daei

@@ -1,0 +1,52 @@
+// What `daei eval` evaluates: the trained models of a run directory, loaded once, and the systems built on them.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "eval/evaluate.h"
+#include "model/dae.h"
+#include "model/inverter.h"
+#include "model/tokenizer_spm.h"
+
+namespace daei {
+
+class Config;
+class Embedder;
+class CorrectorImpl;
+
+struct EvalContext {
+  std::shared_ptr<SpmTokenizer> tok;
+  std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
+  std::string embedder_id;
+  int64_t max_length_eval = 32, batch_size = 64, num_beams = 1;
+  double sigma0 = 0;  // the σ the attack assumes (the cache's σ, or σ̂)
+  // Models that exist in the run directory (null otherwise).
+  std::shared_ptr<Dae> dae1, dae3;
+  std::shared_ptr<InverterImpl> clean_inv, noisy_inv, stage2_inv, stage3_inv;
+  std::function<SystemRun(const EvalSplit&)> daei;  // stage 4 (set when stage4/final exists)
+  // Texts already decoded, by "system/split" (the daei system starts from joint-no-corrector's).
+  std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
+};
+
+EvalContext make_eval_context(const Config& cfg, const std::string& run_dir);
+// In table order: references first, then the attack's chain.
+std::vector<SystemSpec> available_systems(const EvalContext& ctx);
+// The truth as the systems are asked to produce it: truncated to max_length_eval tokens, decoded (vec2text's rule).
+std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vector<std::string>& texts);
+// Greedy / beam decoding of embeddings with an inverter, batched, with a progress line.
+std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e,
+                                      const std::string& what);
+// DAE(y, σ) in batches.
+at::Tensor denoise(Dae& dae, const at::Tensor& y, double sigma);
+
+struct DaeTables {
+  nlohmann::json json_block;
+  std::string markdown;
+};
+// The DAE table on val and test: stage 1 (and stage 3's) DAE beside the Wiener filters.
+DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::string& run_dir);
+
+}  // namespace daei

@@ -1,0 +1,172 @@
+#include "stages/stage2.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "dist/communicator.h"
+#include "stages/stage1.h"
+#include "stages/trainer.h"
+
+namespace daei {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+InverterConfig inverter_config(const Config& cfg, int64_t dim, int64_t vocab_size) {
+  InverterConfig c;
+  c.dim = dim;
+  c.repeat = cfg.integer("inverter.repeat_tokens");
+  const std::string t5_dir = cfg.str("inverter.t5_dir");
+  if (!t5_dir.empty()) {
+    c.t5 = T5Config::from_file(t5_dir + "/config.json");
+  } else {
+    c.t5.vocab_size = vocab_size;
+    c.t5.d_model = cfg.integer("inverter.d_model");
+    c.t5.d_kv = cfg.integer("inverter.d_kv");
+    c.t5.d_ff = cfg.integer("inverter.d_ff");
+    c.t5.num_layers = cfg.integer("inverter.num_layers");
+    c.t5.num_decoder_layers = cfg.integer("inverter.num_decoder_layers");
+    c.t5.num_heads = cfg.integer("inverter.num_heads");
+    c.t5.feed_forward_proj = cfg.str("inverter.feed_forward_proj");
+    c.t5.tie_word_embeddings = true;
+  }
+  c.t5.dropout_rate = cfg.real("inverter.dropout");
+  DAEI_CHECK(c.t5.vocab_size >= vocab_size, "inverter: T5 vocabulary {} is smaller than the tokenizer's {}",
+             c.t5.vocab_size, vocab_size);
+  return c;
+}
+
+Inverter make_inverter(const Config& cfg, int64_t dim, int64_t vocab_size) {
+  Inverter inv(inverter_config(cfg, dim, vocab_size));
+  const std::string t5_dir = cfg.str("inverter.t5_dir");
+  if (!t5_dir.empty()) {
+    inv->t5->load_weights(t5_dir + "/model.safetensors");
+    LOG_INFO("[model] inverter T5 starts from {}", t5_dir);
+  }
+  return inv;
+}
+
+std::shared_ptr<SpmTokenizer> run_tokenizer(const Config& cfg, Communicator& comm, const std::string& run_dir,
+                                            const NoisyDataset& train) {
+  const std::string given = cfg.str("inverter.tokenizer");
+  if (!given.empty()) return std::make_shared<SpmTokenizer>(given);
+  const std::string dir = run_dir + "/tokenizer", model = dir + "/spm.model";
+  comm.run_on_root([&] {
+    if (file_exists(model)) return;
+    make_dirs(dir);
+    const std::string tmp = temp_sibling(dir + "/spm");
+    const int64_t n = std::min<int64_t>(train.size(), cfg.integer("inverter.spm_sentences"));
+    {
+      std::ofstream out(tmp + ".txt");
+      const int64_t chunk = 4096;
+      for (int64_t i = 0; i < n; i += chunk) {
+        std::vector<int64_t> rows;
+        for (int64_t r = i; r < std::min(n, i + chunk); ++r) rows.push_back(r);
+        for (const auto& t : train.texts(rows)) out << t << "\n";
+      }
+      DAEI_CHECK(out.good(), "{}.txt: cannot write the tokenizer's training text", tmp);
+    }
+    SpmTokenizer::train(tmp + ".txt", static_cast<int>(cfg.integer("inverter.vocab_size")), tmp,
+                        "--num_threads=1 --shuffle_input_sentence=false");
+    fs::remove(tmp + ".txt");
+    fs::rename(tmp + ".vocab", dir + "/spm.vocab");
+    fs::rename(tmp + ".model", model);  // last: its presence means complete
+    LOG_INFO("[stage2] SentencePiece model trained on {} texts: {}", n, model);
+  });
+  return std::make_shared<SpmTokenizer>(model);
+}
+
+std::vector<std::vector<int64_t>> token_rows(const SpmTokenizer& tok, const std::vector<std::string>& texts,
+                                             int64_t max_len) {
+  std::vector<std::vector<int64_t>> rows;
+  rows.reserve(texts.size());
+  for (const auto& t : texts) rows.push_back(tok.encode(t, max_len));
+  return rows;
+}
+
+InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::string& tag,
+                             const std::string& stage_dir, InverterTrainData data, std::shared_ptr<SpmTokenizer> tok,
+                             bool resume, bool force)
+    : data_(std::move(data)), tok_(std::move(tok)) {
+  DAEI_CHECK(data_.rows > 0 && data_.embeddings && data_.texts, "[{}] no training data", tag);
+  // The same initial weights for every inverter of a run (dae-only, noisy, clean): only the inputs differ.
+  torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x1A7E27ULL));
+  inverter_ = make_inverter(cfg, data_.dim, tok_->vocab_size());
+  const at::Device device = train_device(cfg, comm.local_rank());
+  inverter_->to(device);
+  inverter_->train();
+  max_len_ = cfg.integer("inverter.max_length_train");
+  auto opt = trainer_options(cfg, "stage2", stage_dir);
+  opt.tag = tag;
+  opt.resume = resume;
+  opt.force = force;
+  ParamGroupSpec g{"inverter", inverter_->parameters(), cfg.real("stage2.lr"), cfg.real("stage2.weight_decay"), 0.0};
+  trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", inverter_.ptr()}}, std::vector{g});
+  trainer_->terms = {"loss", "tokens"};
+  trainer_->loss = [this, device](const Batch& b) {
+    auto e = data_.embeddings(b.rows).to(device);
+    auto labels = labels_from_rows(token_rows(*tok_, data_.texts(b.rows), max_len_)).to(device);
+    auto tl = inverter_->loss(e, labels);
+    LossOutput out;
+    out.loss = tl.sum;
+    out.count = static_cast<double>(tl.count);
+    out.terms = {{"loss", tl.sum.item<double>() / std::max<int64_t>(1, tl.count)},
+                 {"tokens", static_cast<double>(tl.count)}};
+    return out;
+  };
+  const std::string input = data_.input;
+  trainer_->save_final = [this, input, tag](const std::string& dir) {
+    inverter_->save(dir + "/inverter");
+    json j{{"stage", tag}, {"input", input}, {"max_length_train", max_len_}};
+    write_file_atomic(dir + "/inverter/training.json", j.dump(2) + "\n");
+  };
+}
+
+InverterStage::~InverterStage() = default;
+
+int InverterStage::run() {
+  int64_t n = 0;
+  for (const auto& p : inverter_->parameters()) n += p.numel();
+  LOG_INFO("[{}] inverter: {} parameters (T5 d_model {}, {}+{} layers, vocab {}), R {}, input {}, {} rows",
+           trainer_->options().tag, n, inverter_->cfg.t5.d_model, inverter_->cfg.t5.num_layers,
+           inverter_->cfg.t5.num_decoder_layers, inverter_->cfg.t5.vocab_size, inverter_->cfg.repeat, data_.input,
+           data_.rows);
+  return trainer_->run();
+}
+
+InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir) {
+  double sigma0 = 0;
+  auto dae = std::make_shared<Dae>(load_dae(dae_dir, &sigma0));
+  DAEI_CHECK(std::abs(sigma0 - train->sigma()) <= 1e-6 * std::max(1e-12, sigma0),
+             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dae_dir, sigma0, train->sigma());
+  InverterTrainData d;
+  d.rows = train->size();
+  d.dim = train->dim();
+  d.input = "denoised";
+  d.embeddings = [train, dae, sigma0](const std::vector<int64_t>& rows) {
+    torch::NoGradGuard ng;
+    auto y = train->noisy(rows);
+    return (*dae)->forward(y, torch::full({y.size(0)}, sigma0));
+  };
+  d.texts = [train](const std::vector<int64_t>& rows) { return train->texts(rows); };
+  return d;
+}
+
+InverterTrainData noisy_data(std::shared_ptr<const NoisyDataset> train) {
+  InverterTrainData d;
+  d.rows = train->size();
+  d.dim = train->dim();
+  d.input = "noisy";
+  d.embeddings = [train](const std::vector<int64_t>& rows) { return train->noisy(rows); };
+  d.texts = [train](const std::vector<int64_t>& rows) { return train->texts(rows); };
+  return d;
+}
+
+}  // namespace daei

@@ -1,0 +1,71 @@
+// Stage 2 (paper §III-B; reference notes §1.1, §2.4): the Vec2Text inverter trained with cross-entropy on pairs
+// (embedding, text), on the shared Trainer. The same code trains the attack and its baselines, with the same model
+// and the same step budget (the stage2.* keys):
+//   dae-only        inputs DAE(y, σ₀) from the frozen stage-1 DAE (runs/NAME/stage2)
+//   noisy-inverter  inputs y, no DAE (runs/NAME/noisy-inverter)
+//   clean-inverter  inputs clean f(x) — a reference outside the threat model; its data source lives in the
+//                   evaluation library (src/eval), which the attack stages do not link.
+// The DAE is applied on the fly: at quickstart sizes it costs under 1 % of a T5 step (measured, see the note).
+// Final: runs/NAME/<stage>/final/inverter/ (a Hugging Face T5 directory + embedding_transform.safetensors).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+#include <torch/types.h>
+
+#include "data/dataset.h"
+#include "model/inverter.h"
+#include "model/tokenizer_spm.h"
+
+namespace daei {
+
+class Communicator;
+class Config;
+class Trainer;
+
+// What an inverter trains on: the embedding it sees and the text it must produce, by training row.
+struct InverterTrainData {
+  int64_t rows = 0, dim = 0;
+  std::function<at::Tensor(const std::vector<int64_t>&)> embeddings;  // float32 [n, dim] on the CPU
+  std::function<std::vector<std::string>(const std::vector<int64_t>&)> texts;
+  std::string input;  // "denoised" | "noisy" | "clean" (logged, recorded in final/)
+};
+
+// Inverter shape from the inverter.* keys (a fresh small T5), or inverter.t5_dir (a Hugging Face T5 to start from).
+InverterConfig inverter_config(const Config& cfg, int64_t dim, int64_t vocab_size);
+Inverter make_inverter(const Config& cfg, int64_t dim, int64_t vocab_size);
+
+// The T5 tokenizer of the run: inverter.tokenizer when set (t5-base's spiece.model), otherwise a SentencePiece
+// unigram model trained once on the training split's texts into runs/NAME/tokenizer/spm.model (rank 0 trains, the
+// others wait; reused on resume). Collective.
+std::shared_ptr<SpmTokenizer> run_tokenizer(const Config& cfg, Communicator& comm, const std::string& run_dir,
+                                            const NoisyDataset& train);
+
+// Token-id rows of texts for training (inverter.max_length_train, eos appended).
+std::vector<std::vector<int64_t>> token_rows(const SpmTokenizer& tok, const std::vector<std::string>& texts,
+                                             int64_t max_len);
+
+class InverterStage {
+ public:
+  // tag: "stage2" | "noisy-inverter" | "clean-inverter" (log tag and folder name).
+  InverterStage(const Config& cfg, Communicator& comm, const std::string& tag, const std::string& stage_dir,
+                InverterTrainData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force);
+  ~InverterStage();
+  int run();
+  Inverter& inverter() { return inverter_; }
+  Trainer& trainer() { return *trainer_; }
+
+ private:
+  InverterTrainData data_;
+  std::shared_ptr<SpmTokenizer> tok_;
+  Inverter inverter_{nullptr};
+  int64_t max_len_;
+  std::unique_ptr<Trainer> trainer_;
+};
+
+// Stage 2 proper: DAE(y, σ₀) with the stage-1 DAE (frozen) over the noisy training cache.
+InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir);
+InverterTrainData noisy_data(std::shared_ptr<const NoisyDataset> train);
+
+}  // namespace daei

@@ -1,0 +1,127 @@
+#include "stages/stage3.h"
+
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "dist/communicator.h"
+#include "stages/pcgrad.h"
+#include "stages/stage1.h"
+#include "stages/stage2.h"
+#include "stages/trainer.h"
+
+namespace daei {
+
+namespace {
+constexpr uint64_t kTagCeDropout = 64;  // the DAE's dropout in the CE pass (the SURE pass uses stage 1's tags)
+}
+
+Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_dir,
+               std::shared_ptr<const NoisyDataset> train, std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir,
+               const std::string& inverter_dir, bool resume, bool force)
+    : train_(std::move(train)), tok_(std::move(tok)) {
+  seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));  // stage 1's streams: with λ = 0 a step is a stage-1 step
+  double sigma0 = 0;
+  dae_ = load_dae(dae_dir, &sigma0);
+  DAEI_CHECK(std::abs(sigma0 - train_->sigma()) <= 1e-6 * std::max(1e-12, sigma0),
+             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dae_dir, sigma0, train_->sigma());
+  inverter_ = Inverter(InverterImpl::load(inverter_dir));
+  const at::Device device = train_device(cfg, comm.local_rank());
+  dae_->to(device);
+  inverter_->to(device);
+  dae_->train();
+  inverter_->train();
+  sure_.divergence = cfg.str("stage1.sure.divergence");
+  sure_.probes = cfg.integer("stage1.sure.probes");
+  sure_.fd_eps = cfg.real("stage1.sure.fd_eps");
+  sched_.mode = "fixed";  // DAEI's stage 3 default: σ₀ throughout
+  sched_.sigma0 = sigma0;
+  sched_.sigma_max = sigma0;
+  max_len_ = cfg.integer("inverter.max_length_train");
+  lambda_warmup_ = cfg.integer("stage3.lambda_warmup_steps");
+  lambda_max_ = cfg.real("stage3.lambda_max");
+  const std::string proj = cfg.str("stage3.pcgrad");
+  DAEI_CHECK(proj == "per_tensor" || proj == "whole" || proj == "off",
+             "stage3.pcgrad must be per_tensor, whole or off, got '{}'", proj);
+  whole_ = proj == "whole";
+  const bool pcgrad_on = proj != "off";
+
+  auto opt = trainer_options(cfg, "stage3", stage_dir);
+  opt.resume = resume;
+  opt.force = force;
+  std::vector<ParamGroupSpec> groups{
+      {"inverter", inverter_->parameters(), cfg.real("stage3.lr_inverter"), cfg.real("stage3.weight_decay"), 0.0},
+      {"dae", dae_->parameters(), cfg.real("stage3.lr_dae"), cfg.real("stage3.weight_decay"),
+       cfg.real("stage3.dae_clip_norm")}};
+  trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(),
+                                       ModuleList{{"dae.", dae_.ptr()}, {"inverter.", inverter_.ptr()}}, groups,
+                                       std::vector<std::string>{"sure", "ce"});
+  trainer_->terms = {"loss", "sure", "ce", "lambda", "tokens", "pcgrad_conflict_frac", "pcgrad_cos"};
+  trainer_->loss = [this, device](const Batch& b) {
+    // Phase 1: SURE on the DAE (the second-order graph stays inside the DAE).
+    auto st = sure_step(dae_, *train_, b, seed_, sched_, sure_);
+    // Phase 2: a fresh first-order pass DAE(y, σ₀) → inverter → CE, scaled by λ(t).
+    const double lambda = lambda_schedule(b.step, lambda_warmup_, lambda_max_);
+    LossOutput out;
+    out.loss = st.loss;
+    out.terms = {{"sure", st.terms.at("loss")}, {"lambda", lambda}};
+    const auto texts = train_->texts(b.rows);
+    auto labels = labels_from_rows(token_rows(*tok_, texts, max_len_)).to(device);
+    const double count = static_cast<double>((labels != -100).sum().item<int64_t>());
+    if (lambda > 0) {
+      dae_->set_power_iteration(false);  // u, v advanced once per step, in the SURE pass
+      auto masks = dae_dropout_masks(dae_, b, seed_, kTagCeDropout);
+      for (auto& m : masks) m = m.to(device);
+      auto y = train_->noisy(b.rows).to(device);
+      auto e = dae_->forward(y, torch::full({y.size(0)}, sched_.sigma0, y.options()), masks);
+      auto tl = inverter_->loss(e, labels);
+      out.more.push_back({tl.sum * lambda, count});
+      const double ce = tl.sum.item<double>() / std::max(1.0, count);
+      out.terms["ce"] = ce;
+      out.terms["loss"] = st.terms.at("loss") + lambda * ce;
+    } else {
+      out.more.push_back({torch::zeros({}, torch::TensorOptions().device(device)), count});  // nothing to differentiate
+      out.terms["loss"] = st.terms.at("loss");
+    }
+    out.terms["tokens"] = count;
+    return out;
+  };
+  // PCGrad on the global gradients: the DAE gets g_SURE + projected g_CE, the inverter g_CE.
+  const size_t n_inv = inverter_->parameters().size();
+  trainer_->combine = [this, n_inv, pcgrad_on](GradSets& sets) {
+    auto& params = trainer_->params();
+    std::vector<at::Tensor> ce_dae(sets[1].begin() + n_inv, sets[1].end());
+    std::vector<at::Tensor> sure_dae(sets[0].begin() + n_inv, sets[0].end());
+    PcgradStats st;
+    if (pcgrad_on) st = pcgrad_project(ce_dae, sure_dae, whole_);
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor g;
+      if (i < n_inv) {
+        g = sets[1][i];
+      } else {
+        const auto& a = sure_dae[i - n_inv];
+        const auto& c = ce_dae[i - n_inv];
+        g = a.defined() && c.defined() ? a + c : (a.defined() ? a : c);
+      }
+      if (g.defined()) const_cast<at::Tensor&>(params[i]).mutable_grad() = g;
+    }
+    const double denom = whole_ ? 1.0 : static_cast<double>(std::max<int64_t>(1, st.tensors));
+    return std::map<std::string, double>{{"pcgrad_conflict_frac", st.conflicts / denom}, {"pcgrad_cos", st.cosine}};
+  };
+  trainer_->save_final = [this, sigma0](const std::string& dir) {
+    save_dae(dae_, sigma0, dir + "/dae");
+    inverter_->save(dir + "/inverter");
+  };
+}
+
+Stage3::~Stage3() = default;
+
+int Stage3::run() {
+  LOG_INFO("[stage3] joint fine-tune: PCGrad {}, λ → {} over {} steps, σ₀ {}, {} rows",
+           whole_ ? "whole-DAE" : "per tensor", lambda_max_, lambda_warmup_, sched_.sigma0, train_->size());
+  return trainer_->run();
+}
+
+}  // namespace daei

@@ -1,0 +1,49 @@
+// Stage 3 (paper §III-C, eqs. 18–19; reference notes §2.4): the DAE and the inverter fine-tuned together on
+//   L = SURE(y) + λ(t)·CE(inverter(DAE(y)), text),   λ rising linearly from 0 to 1 over lambda_warmup_steps.
+// Two gradient sets on the shared Trainer: g_SURE (DAE) and g_CE (DAE and inverter; the CE gradient flows through
+// the DAE). Both are averaged across ranks and micro-steps first; then PCGrad projects g_CE on the DAE's
+// parameters (per tensor, or the whole DAE as one vector) and the DAE's gradient is g_SURE + g_CE, the inverter's
+// g_CE. One AdamW, two groups: inverter lr 1e-3, DAE lr 2e-4 (clipped to 0.5), all gradients clipped to 1.0.
+// Starts from stage1/final/dae and stage2/final/inverter; writes stage3/final/{dae,inverter}/.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+#include "model/dae.h"
+#include "model/inverter.h"
+#include "model/tokenizer_spm.h"
+#include "stages/sure.h"
+
+namespace daei {
+
+class Communicator;
+class Config;
+class Trainer;
+
+class Stage3 {
+ public:
+  Stage3(const Config& cfg, Communicator& comm, const std::string& stage_dir, std::shared_ptr<const NoisyDataset> train,
+         std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir, const std::string& inverter_dir, bool resume,
+         bool force);
+  ~Stage3();
+  int run();
+  Dae& dae() { return dae_; }
+  Inverter& inverter() { return inverter_; }
+  Trainer& trainer() { return *trainer_; }
+
+ private:
+  std::shared_ptr<const NoisyDataset> train_;
+  std::shared_ptr<SpmTokenizer> tok_;
+  Dae dae_{nullptr};
+  Inverter inverter_{nullptr};
+  SureOptions sure_;
+  SigmaSchedule sched_;
+  uint64_t seed_;
+  int64_t max_len_, lambda_warmup_;
+  double lambda_max_;
+  bool whole_;
+  std::unique_ptr<Trainer> trainer_;
+};
+
+}  // namespace daei

@@ -1,0 +1,326 @@
+// Stages 2–3 and the Trainer's checkpoint rules: PCGrad against hand-computed vectors, the λ schedule, λ ≡ 0 is a
+// stage-1 step, resume equivalence, the inverter's shapes and an overfit run, SentencePiece determinism, refusing to
+// mix runs, damaged checkpoints.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "../support/toy_run.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/signals.h"
+#include "dist/communicator.h"
+#include "model/generate.h"
+#include "stages/pcgrad.h"
+#include "stages/stage1.h"
+#include "stages/stage2.h"
+#include "stages/stage3.h"
+#include "stages/tensor_io.h"
+#include "stages/trainer.h"
+
+using namespace daei;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tmp(const std::string& name) {
+  auto p = fs::temp_directory_path() / fmt::format("daei-stages-{}-{}", name, ::getpid());
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+double max_diff_files(const std::string& a, const std::string& b) {
+  auto ta = load_tensors(a), tb = load_tensors(b);
+  EXPECT_EQ(ta.size(), tb.size());
+  double m = 0;
+  for (auto& [k, v] : ta) m = std::max(m, (v - tb.at(k)).abs().max().item<double>());
+  return m;
+}
+
+at::Tensor v(std::vector<float> x) { return torch::tensor(x); }
+
+}  // namespace
+
+TEST(Pcgrad, HandComputedCases) {
+  {  // conflicting: ⟨[-1,1],[1,0]⟩ = -1 → g_ce − (−1/1)·[1,0] = [0,1]
+    std::vector<at::Tensor> ce{v({-1, 1})}, su{v({1, 0})};
+    auto st = pcgrad_project(ce, su, false);
+    EXPECT_TRUE(torch::allclose(ce[0], v({0, 1})));
+    EXPECT_EQ(st.conflicts, 1);
+    EXPECT_NEAR(st.cosine, -1 / std::sqrt(2.0), 1e-12);
+  }
+  {  // not conflicting: unchanged
+    std::vector<at::Tensor> ce{v({1, 1})}, su{v({1, 0})};
+    EXPECT_EQ(pcgrad_project(ce, su, false).conflicts, 0);
+    EXPECT_TRUE(torch::equal(ce[0], v({1, 1})));
+  }
+  {  // orthogonal (inner product 0): unchanged
+    std::vector<at::Tensor> ce{v({0, 2})}, su{v({1, 0})};
+    EXPECT_EQ(pcgrad_project(ce, su, false).conflicts, 0);
+    EXPECT_TRUE(torch::equal(ce[0], v({0, 2})));
+  }
+  {  // ‖g_sure‖ = 0: skipped
+    std::vector<at::Tensor> ce{v({-1, 1})}, su{v({0, 0})};
+    EXPECT_EQ(pcgrad_project(ce, su, false).conflicts, 0);
+    EXPECT_TRUE(torch::equal(ce[0], v({-1, 1})));
+  }
+  {  // per tensor vs whole: tensor 1 conflicts, the whole does not (⟨·⟩ = −1 + 3 = 2)
+    std::vector<at::Tensor> ce{v({-1, 0}), v({0, 3})}, su{v({1, 0}), v({0, 1})};
+    auto ce_whole = std::vector<at::Tensor>{ce[0].clone(), ce[1].clone()};
+    auto st = pcgrad_project(ce, su, false);
+    EXPECT_EQ(st.conflicts, 1);
+    EXPECT_TRUE(torch::allclose(ce[0], v({0, 0})));
+    EXPECT_TRUE(torch::equal(ce[1], v({0, 3})));
+    EXPECT_EQ(pcgrad_project(ce_whole, su, true).conflicts, 0);
+    EXPECT_TRUE(torch::equal(ce_whole[0], v({-1, 0})));
+  }
+  {  // whole, conflicting: g = [-2, 1 | 0], s = [1, 0 | 1]: ⟨⟩ = −2, ‖s‖² = 2 → g + s = [-1, 1 | 1]
+    std::vector<at::Tensor> ce{v({-2, 1}), v({0})}, su{v({1, 0}), v({1})};
+    EXPECT_EQ(pcgrad_project(ce, su, true).conflicts, 1);
+    EXPECT_TRUE(torch::allclose(ce[0], v({-1, 1})));
+    EXPECT_TRUE(torch::allclose(ce[1], v({1})));
+  }
+}
+
+TEST(Pcgrad, LambdaSchedule) {
+  EXPECT_DOUBLE_EQ(lambda_schedule(0, 10, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(lambda_schedule(5, 10, 1.0), 0.5);
+  EXPECT_DOUBLE_EQ(lambda_schedule(10, 10, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(lambda_schedule(50, 10, 0.8), 0.8);
+  EXPECT_DOUBLE_EQ(lambda_schedule(0, 0, 1.0), 1.0);
+}
+
+TEST(Inverter, ShapesMaskAndTokenLoss) {
+  torch::manual_seed(3);
+  InverterConfig c;
+  c.dim = 12, c.repeat = 4;
+  c.t5.vocab_size = 50, c.t5.d_model = 16, c.t5.d_kv = 4, c.t5.d_ff = 32, c.t5.num_layers = 1;
+  c.t5.num_decoder_layers = 1, c.t5.num_heads = 2, c.t5.dropout_rate = 0.0;
+  Inverter inv(c);
+  auto e = torch::randn({3, 12});
+  EXPECT_EQ(inv->project(e).sizes(), (std::vector<int64_t>{3, 4, 16}));
+  EXPECT_THROW(inv->project(torch::randn({3, 11})), Error);
+  auto labels = labels_from_rows({{5, 6, 1}, {7, 1}, {8, 9, 10, 11, 1}});
+  EXPECT_EQ(labels.sizes(), (std::vector<int64_t>{3, 5}));  // padded to the longest row only
+  EXPECT_EQ(labels[1][2].item<int64_t>(), -100);
+  auto tl = inv->loss(e, labels);
+  EXPECT_EQ(tl.count, 10);
+  // Against the full-logits path: mean CE × count.
+  auto x = inv->project(e);
+  auto mask = torch::ones({3, 4}, torch::kLong);
+  auto ref = inv->t5->forward(x, mask, labels).loss;
+  EXPECT_NEAR(tl.sum.item<double>(), ref.item<double>() * 10, 1e-4);
+  // Chunked LM head = one chunk.
+  auto h = inv->t5->decoder->forward(inv->t5->embed(inv->t5->shift_right(labels)), {}, inv->t5->encode(x, mask), mask);
+  EXPECT_NEAR(t5_token_loss(*inv->t5, h, labels, 3).sum.item<double>(), tl.sum.item<double>(), 1e-4);
+  // Save / load round trip.
+  const std::string d = tmp("inv");
+  inv->save(d);
+  auto back = InverterImpl::load(d);
+  inv->eval();
+  EXPECT_NEAR(back->loss(e, labels).sum.item<double>(), inv->loss(e, labels).sum.item<double>(), 1e-5);
+  EXPECT_TRUE(file_exists(d + "/config.json") && file_exists(d + "/model.safetensors"));
+  fs::remove_all(d);
+}
+
+TEST(Stage2, SentencePieceTrainingIsDeterministic) {
+  LocalCommunicator one;
+  auto data = test::toy_dataset(test::toy_texts(200), 8, 0.04);
+  const std::string a = tmp("spm-a"), b = tmp("spm-b");
+  auto cfg = test::toy_config(1, 4);
+  run_tokenizer(cfg, one, a, *data);
+  run_tokenizer(cfg, one, b, *data);
+  EXPECT_EQ(read_file(a + "/tokenizer/spm.model"), read_file(b + "/tokenizer/spm.model"));
+  const auto before = fs::last_write_time(a + "/tokenizer/spm.model");
+  run_tokenizer(cfg, one, a, *data);  // reused, not retrained
+  EXPECT_EQ(fs::last_write_time(a + "/tokenizer/spm.model"), before);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+namespace {
+struct Toy {
+  std::shared_ptr<InMemoryDataset> data;
+  std::shared_ptr<SpmTokenizer> tok;
+  std::string dir;
+  explicit Toy(const std::string& name, int64_t n = 48) {
+    dir = tmp(name);
+    LocalCommunicator one;
+    data = test::toy_dataset(test::toy_texts(n), 16, 0.04);
+    tok = run_tokenizer(test::toy_config(1, 4), one, dir, *data);
+  }
+  ~Toy() { fs::remove_all(dir); }
+};
+}  // namespace
+
+TEST(Stage2, ResumeIsBitwiseWithDropout) {
+  Toy t("s2resume");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(6, 8);
+  cfg.set("inverter.dropout=0.1", "test");  // keyed re-seeding makes dropout resumable
+  {
+    InverterStage s(cfg, one, "stage2", t.dir + "/a", noisy_data(t.data), t.tok, false, false);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  {
+    auto c2 = cfg;
+    c2.set("train.stop_after=3", "test");
+    InverterStage s(c2, one, "stage2", t.dir + "/b", noisy_data(t.data), t.tok, false, false);
+    ASSERT_EQ(s.run(), kExitStopped);
+  }
+  {
+    InverterStage s(cfg, one, "stage2", t.dir + "/b", noisy_data(t.data), t.tok, true, false);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  EXPECT_EQ(max_diff_files(t.dir + "/a/final/inverter/model.safetensors", t.dir + "/b/final/inverter/model.safetensors"),
+            0.0);
+  EXPECT_TRUE(file_exists(t.dir + "/a/final/inverter/config.json"));
+}
+
+TEST(Stage3, LambdaZeroIsAStage1StepAndLeavesTheInverter) {
+  Toy t("s3lambda0");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(1, 8);
+  for (const char* s : {"stage3.lambda_max=0.0", "stage3.dae_clip_norm=0.0", "stage1.schedule=constant",
+                        "stage1.warmup_steps=0", "stage3.warmup_steps=0", "stage1.sigma.mode=fixed",
+                        "stage1.lr=2.0e-4", "stage3.lr_dae=2.0e-4", "stage1.eval_every=0"})
+    cfg.set(s, "test");
+  {
+    Stage1 s1(cfg, one, t.dir + "/stage1", t.data, nullptr, false);
+    save_dae(s1.dae(), 0.04, t.dir + "/dae0");  // the starting point of both
+    ASSERT_EQ(s1.run(), kExitOk);
+  }
+  make_inverter(cfg, 16, t.tok->vocab_size())->save(t.dir + "/inv0");
+  {
+    Stage3 s3(cfg, one, t.dir + "/stage3", t.data, t.tok, t.dir + "/dae0", t.dir + "/inv0", false, false);
+    ASSERT_EQ(s3.run(), kExitOk);
+  }
+  const double dae_diff = max_diff_files(t.dir + "/stage1/final/dae/model.safetensors",
+                                         t.dir + "/stage3/final/dae/model.safetensors");
+  EXPECT_LE(dae_diff, 1e-7) << "stage 3 with λ = 0 vs a stage-1 step: max |Δ| = " << dae_diff;
+  EXPECT_GT(max_diff_files(t.dir + "/dae0/model.safetensors", t.dir + "/stage3/final/dae/model.safetensors"), 0.0);
+  EXPECT_EQ(max_diff_files(t.dir + "/inv0/model.safetensors", t.dir + "/stage3/final/inverter/model.safetensors"), 0.0);
+  EXPECT_EQ(max_diff_files(t.dir + "/inv0/embedding_transform.safetensors",
+                           t.dir + "/stage3/final/inverter/embedding_transform.safetensors"),
+            0.0);
+}
+
+TEST(Stage3, ResumeIsBitwise) {
+  Toy t("s3resume");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(6, 8);
+  cfg.set("stage3.lambda_warmup_steps=2", "test");
+  {
+    torch::manual_seed(4);
+    Dae dae(dae_options(cfg, 16));
+    save_dae(dae, 0.04, t.dir + "/dae0");
+    make_inverter(cfg, 16, t.tok->vocab_size())->save(t.dir + "/inv0");
+  }
+  {
+    Stage3 s(cfg, one, t.dir + "/a", t.data, t.tok, t.dir + "/dae0", t.dir + "/inv0", false, false);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  {
+    auto c2 = cfg;
+    c2.set("train.stop_after=3", "test");
+    Stage3 s(c2, one, t.dir + "/b", t.data, t.tok, t.dir + "/dae0", t.dir + "/inv0", false, false);
+    ASSERT_EQ(s.run(), kExitStopped);
+  }
+  {
+    Stage3 s(cfg, one, t.dir + "/b", t.data, t.tok, t.dir + "/dae0", t.dir + "/inv0", true, false);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  for (const std::string f : {"dae/model.safetensors", "inverter/model.safetensors"})
+    EXPECT_EQ(max_diff_files(t.dir + "/a/final/" + f, t.dir + "/b/final/" + f), 0.0) << f;
+}
+
+TEST(Trainer, FreshRunRefusesAnEarlierRunsCheckpointsAndForceArchives) {
+  Toy t("fresh");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(3, 8);
+  cfg.set("train.stop_after=2", "test");
+  {
+    InverterStage s(cfg, one, "stage2", t.dir + "/s", noisy_data(t.data), t.tok, false, false);
+    ASSERT_EQ(s.run(), kExitStopped);
+  }
+  try {
+    InverterStage s(cfg, one, "stage2", t.dir + "/s", noisy_data(t.data), t.tok, false, false);
+    s.run();
+    FAIL() << "a fresh run over an earlier run's checkpoints was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ckpt-00000002"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(Trainer::is_complete(t.dir + "/s/ckpt-00000002"));  // untouched
+  {
+    InverterStage s(cfg, one, "stage2", t.dir + "/s", noisy_data(t.data), t.tok, false, true);
+    ASSERT_EQ(s.run(), kExitStopped);
+  }
+  int archives = 0;
+  for (auto& e : fs::directory_iterator(t.dir + "/s"))
+    if (e.path().filename().string().rfind("archive-", 0) == 0) {
+      ++archives;
+      EXPECT_TRUE(fs::exists(e.path() / "ckpt-00000002"));
+    }
+  EXPECT_EQ(archives, 1);
+}
+
+TEST(Trainer, DamagedNewestCheckpointFallsBackAndDamagedFinalIsNotComplete) {
+  Toy t("damaged");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(4, 8);
+  cfg.set("train.ckpt_every=1", "test");
+  cfg.set("train.keep_last=3", "test");
+  cfg.set("train.stop_after=3", "test");
+  {
+    InverterStage s(cfg, one, "stage2", t.dir + "/s", noisy_data(t.data), t.tok, false, false);
+    ASSERT_EQ(s.run(), kExitStopped);
+  }
+  const std::string newest = t.dir + "/s/ckpt-00000003", prev = t.dir + "/s/ckpt-00000002";
+  EXPECT_EQ(Trainer::latest_checkpoint(t.dir + "/s"), newest);
+  {  // flip one byte in the middle of the newest checkpoint's weights
+    std::fstream f(newest + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(newest + "/model.safetensors") / 2));
+    f.put('\x5a');
+  }
+  EXPECT_NE(Trainer::verify(newest).find("model.safetensors"), std::string::npos);
+  EXPECT_EQ(Trainer::latest_checkpoint(t.dir + "/s"), prev);
+  {  // garbage state.json of the fallback is named in the error once the checksums are bypassed
+    cfg.set("train.stop_after=0", "test");
+    InverterStage s(cfg, one, "stage2", t.dir + "/s", noisy_data(t.data), t.tok, true, false);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  EXPECT_TRUE(Trainer::final_ready(t.dir + "/s"));
+  fs::resize_file(t.dir + "/s/final/inverter/model.safetensors", 100);
+  EXPECT_FALSE(Trainer::final_ready(t.dir + "/s"));
+}
+
+TEST(Inverter, OverfitsThirtyTwoSentencesFromCleanEmbeddings) {
+  // A small T5 learns to recover 32 training sentences exactly from their clean embeddings.
+  at::Tensor clean;
+  const auto texts = test::toy_texts(32, 77);
+  auto noisy = test::toy_dataset(texts, 16, 0.0, 9, &clean);
+  auto data = std::make_shared<InMemoryDataset>(clean, texts, 0.0);
+  const std::string dir = tmp("overfit");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(400, 32);
+  for (const char* s : {"inverter.d_model=64", "inverter.d_ff=128", "inverter.num_heads=4", "inverter.d_kv=16",
+                        "stage2.lr=3.0e-3", "stage2.warmup_steps=20", "train.log_every=50"})
+    cfg.set(s, "test");
+  auto tok = run_tokenizer(cfg, one, dir, *data);
+  InverterStage s(cfg, one, "stage2", dir + "/s", noisy_data(data), tok, false, false);
+  ASSERT_EQ(s.run(), kExitOk);
+  auto& inv = s.inverter();
+  inv->eval();
+  GenerateOptions g;
+  g.max_length = 16;
+  auto got = tok->decode_batch(inv->generate(clean, g));
+  int exact = 0;
+  for (size_t i = 0; i < texts.size(); ++i) exact += got[i] == tok->decode(tok->encode(texts[i], 16));
+  EXPECT_EQ(exact, 32) << "first: '" << got[0] << "' vs '" << texts[0] << "'";
+  fs::remove_all(dir);
+}
