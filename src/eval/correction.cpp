@@ -1,0 +1,232 @@
+#include "eval/correction.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/corrector.h"
+#include "model/generate.h"
+#include "model/tokenizer_spm.h"
+
+namespace daei {
+
+int64_t CorrectionResult::total_queries() const {
+  return std::accumulate(queries_per_text.begin(), queries_per_text.end(), int64_t(0));
+}
+
+bool correction_should_stop(double prev_mean, double cur_mean, int64_t steps_run, const CorrectionOptions& opt) {
+  if (steps_run >= opt.max_steps) return true;
+  if (!opt.early_stop) return false;
+  const double gain = cur_mean - prev_mean;
+  return !(gain >= opt.min_gain) || gain < 0;  // NaN stops too
+}
+
+std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const std::vector<double>& scores,
+                                  int64_t s) {
+  DAEI_CHECK(texts.size() == scores.size(), "top_distinct: {} texts but {} scores", texts.size(), scores.size());
+  std::vector<int64_t> order(texts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  std::vector<int64_t> out;
+  std::unordered_set<std::string> seen;
+  for (int64_t i : order) {
+    if (static_cast<int64_t>(out.size()) >= s) break;
+    if (seen.insert(texts[i]).second) out.push_back(i);
+  }
+  return out;
+}
+
+std::string correction_query_key(const std::string& text_id, int64_t round, int64_t candidate) {
+  return "correct/" + text_id + "/r" + std::to_string(round) + "/c" + std::to_string(candidate);
+}
+
+at::Tensor query_chunked(const QueryFn& query, const std::vector<std::string>& texts,
+                         const std::vector<std::string>& keys, int64_t chunk) {
+  DAEI_CHECK(chunk > 0, "correction: embed_chunk must be > 0");
+  DAEI_CHECK(texts.size() == keys.size(), "query: {} texts but {} keys", texts.size(), keys.size());
+  const int64_t n = texts.size();
+  std::vector<at::Tensor> parts;
+  for (int64_t b = 0; b < n; b += chunk) {
+    const int64_t e = std::min(n, b + chunk);
+    std::vector<std::string> t(texts.begin() + b, texts.begin() + e), k(keys.begin() + b, keys.begin() + e);
+    at::Tensor y = query(t, k);
+    DAEI_CHECK(y.dim() == 2 && y.size(0) == e - b, "the black box returned ({}) for {} texts",
+               fmt::format("{}", fmt::join(y.sizes(), ", ")), e - b);
+    parts.push_back(y.to(torch::kCPU, torch::kFloat32));
+  }
+  if (parts.empty()) return torch::empty({0, 0}, torch::kFloat32);
+  return parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+}
+
+namespace {
+
+at::Tensor denoise_chunked(const DenoiseFn& denoise, const at::Tensor& x, int64_t chunk) {
+  std::vector<at::Tensor> parts;
+  for (int64_t b = 0; b < x.size(0); b += chunk) {
+    auto part = x.slice(0, b, std::min(x.size(0), b + chunk));
+    at::Tensor d = denoise(part);
+    DAEI_CHECK(d.sizes() == part.sizes(), "denoise returned ({}) for ({})", fmt::format("{}", fmt::join(d.sizes(), ", ")),
+               fmt::format("{}", fmt::join(part.sizes(), ", ")));
+    parts.push_back(d.to(torch::kFloat32));
+  }
+  return torch::cat(parts, 0);
+}
+
+// What an attacker knows about one candidate text of one input: its denoised embedding and its score.
+struct Seen {
+  at::Tensor e;  // (d) on the corrector's device, float32
+  double cos = 0;
+};
+
+struct TextState {
+  std::unordered_map<std::string, Seen> seen;  // every text queried for this input
+  std::vector<std::string> beams;              // kept sequences (distinct), best first
+  std::string best_text;
+  double best_cos = -2;
+  int64_t queries = 0;
+};
+
+}  // namespace
+
+CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
+                                const std::vector<std::string>& text_ids, const QueryFn& query,
+                                const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tok,
+                                const CorrectionOptions& opt) {
+  const int64_t B = static_cast<int64_t>(initial.size());
+  DAEI_CHECK(y.dim() == 2 && y.size(0) == B, "correction: y must be ({}, d), got ({})", B,
+             fmt::format("{}", fmt::join(y.sizes(), ", ")));
+  DAEI_CHECK(static_cast<int64_t>(text_ids.size()) == B, "correction: {} text ids for {} texts", text_ids.size(), B);
+  {
+    std::unordered_set<std::string> ids(text_ids.begin(), text_ids.end());
+    DAEI_CHECK(static_cast<int64_t>(ids.size()) == B, "correction: text ids must be distinct (they key the noise)");
+  }
+  DAEI_CHECK(opt.beam >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 && opt.gen_batch > 0,
+             "correction: beam >= 1, max_steps >= 0, max_length >= 2, embed_chunk > 0 and gen_batch > 0 required");
+  torch::NoGradGuard ng;
+  const bool was_training = corrector.is_training();
+  corrector.eval();
+  const auto dev = corrector.t5->shared->weight.device();
+  CorrectionResult res;
+  res.queries_per_text.assign(B, 0);
+  if (B == 0) return res;
+
+  const at::Tensor target = denoise_chunked(denoise, y.to(dev, torch::kFloat32), opt.embed_chunk);  // ẽ (B, d)
+  std::vector<TextState> st(B);
+
+  // Queries the new (input, text) pairs of a round, in chunks; records embeddings and scores.
+  auto query_new = [&](const std::vector<std::pair<int64_t, std::string>>& todo, int64_t round) {
+    std::vector<std::string> texts, keys;
+    std::vector<int64_t> next_index(B, 0);
+    for (const auto& [b, t] : todo) {
+      texts.push_back(t);
+      keys.push_back(correction_query_key(text_ids[b], round, next_index[b]++));
+    }
+    for (size_t c = 0; c < todo.size(); c += opt.embed_chunk) {
+      const size_t e = std::min(todo.size(), c + opt.embed_chunk);
+      std::vector<std::string> ct(texts.begin() + c, texts.begin() + e), ck(keys.begin() + c, keys.begin() + e);
+      at::Tensor noisy = query_chunked(query, ct, ck, opt.embed_chunk).to(dev);
+      at::Tensor den = denoise_chunked(denoise, noisy, opt.embed_chunk);
+      std::vector<int64_t> rows;
+      for (size_t i = c; i < e; ++i) rows.push_back(todo[i].first);
+      auto tgt = target.index_select(0, torch::tensor(rows, torch::kLong).to(dev));
+      auto cos = torch::cosine_similarity(tgt, den, 1, 1e-8).to(torch::kCPU, torch::kDouble).contiguous();
+      const double* pc = cos.data_ptr<double>();
+      for (size_t i = c; i < e; ++i) {
+        const auto& [b, t] = todo[i];
+        st[b].seen[t] = Seen{den[int64_t(i - c)], pc[i - c]};
+        ++st[b].queries;
+      }
+    }
+  };
+
+  // Round 0: the inverter's hypotheses.
+  {
+    std::vector<std::pair<int64_t, std::string>> todo;
+    for (int64_t b = 0; b < B; ++b) todo.emplace_back(b, initial[b]);
+    query_new(todo, 0);
+    double mean = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      st[b].beams = {initial[b]};
+      st[b].best_text = initial[b];
+      st[b].best_cos = st[b].seen.at(initial[b]).cos;
+      mean += st[b].best_cos;
+    }
+    res.round_mean_cos.push_back(mean / B);
+  }
+
+  GenerateOptions g;
+  g.max_length = opt.max_length;
+  g.num_beams = opt.beam;
+  g.num_return_sequences = opt.beam;
+  for (int64_t round = 1; round <= opt.max_steps; ++round) {
+    // 1. The corrector on every kept sequence of every text, gen_batch rows at a time.
+    std::vector<std::pair<int64_t, std::string>> rows;  // (input, kept sequence)
+    for (int64_t b = 0; b < B; ++b)
+      for (const auto& t : st[b].beams) rows.emplace_back(b, t);
+    std::vector<std::vector<std::string>> cands(B);  // candidates per input, in generation order
+    for (size_t c = 0; c < rows.size(); c += opt.gen_batch) {
+      const size_t e = std::min(rows.size(), c + opt.gen_batch);
+      std::vector<int64_t> idx;
+      std::vector<std::string> hyp_texts;
+      std::vector<at::Tensor> hyp_e;
+      for (size_t i = c; i < e; ++i) {
+        idx.push_back(rows[i].first);
+        hyp_texts.push_back(rows[i].second);
+        hyp_e.push_back(st[rows[i].first].seen.at(rows[i].second).e);
+      }
+      auto ids = tok.encode_batch(hyp_texts, opt.max_length).input_ids;
+      auto out = corrector.generate(target.index_select(0, torch::tensor(idx, torch::kLong).to(dev)),
+                                    torch::stack(hyp_e), ids, g);
+      auto texts = tok.decode_batch(out.sequences.cpu());
+      for (size_t i = 0; i < texts.size(); ++i) cands[idx[i / opt.beam]].push_back(std::move(texts[i]));
+    }
+    // 2. Each candidate text not yet seen for its input is queried once.
+    std::vector<std::pair<int64_t, std::string>> todo;
+    for (int64_t b = 0; b < B; ++b) {
+      std::unordered_set<std::string> fresh;
+      for (const auto& t : cands[b])
+        if (!st[b].seen.count(t) && fresh.insert(t).second) todo.emplace_back(b, t);
+    }
+    query_new(todo, round);
+    // 3. Keep the s best distinct candidates; the best of this round feeds the stopping rule.
+    double mean = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<double> scores;
+      for (const auto& t : cands[b]) scores.push_back(st[b].seen.at(t).cos);
+      auto keep = top_distinct(cands[b], scores, opt.beam);
+      DAEI_ASSERT(!keep.empty(), "correction: no candidate for text {}", b);
+      st[b].beams.clear();
+      for (int64_t i : keep) st[b].beams.push_back(cands[b][i]);
+      const double best = scores[keep[0]];
+      mean += best;
+      if (best > st[b].best_cos) {
+        st[b].best_cos = best;
+        st[b].best_text = cands[b][keep[0]];
+      }
+    }
+    mean /= B;
+    const double prev = res.round_mean_cos.back();
+    res.round_mean_cos.push_back(mean);
+    res.steps = round;
+    int64_t q = 0;
+    for (const auto& s : st) q += s.queries;
+    LOG_INFO("[correct] round {}/{}: mean best cos {:.5f} (gain {:+.5f}), {:.2f} queries a text so far", round,
+             opt.max_steps, mean, mean - prev, double(q) / B);
+    if (correction_should_stop(prev, mean, round, opt)) break;
+  }
+
+  for (int64_t b = 0; b < B; ++b) {
+    res.best_text.push_back(st[b].best_text);
+    res.best_cos.push_back(st[b].best_cos);
+    res.queries_per_text[b] = st[b].queries;
+  }
+  if (was_training) corrector.train();
+  return res;
+}
+
+}  // namespace daei

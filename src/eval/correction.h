@@ -1,0 +1,79 @@
+// DAEI inference: iterative correction with a sequence-level beam (paper §III-D, §IV; reference notes §1.3, §2.5).
+//
+//   ẽ = DAE(y);  x̂₀ = the inverter's hypothesis (given);  query f̃(x̂₀), ê₀ = DAE(f̃(x̂₀)), cos₀ = cos(ẽ, ê₀)
+//   round t = 1, 2, ...: for each kept sequence k of each text, the corrector decodes with beam s and returns
+//     s sequences → up to s·s candidates a text; each candidate text not seen before for that text is queried
+//     once through the black box (noise key correction_query_key(text id, t, j)), denoised, and scored by
+//     cos(ẽ, DAE(f̃(candidate))); the s best distinct texts are kept (their embeddings feed the next round, so no
+//     query is spent twice on a text).
+//   stop after max_steps rounds, or when the batch-mean of each text's best cosine this round gained less than
+//     min_gain over the previous round (a negative gain always stops): DAEI's rule, notes §2.5 (vec2text's own
+//     early stop never fires, notes §1.3).
+//   answer: for each text, the best-scoring candidate seen in any round (its score is the attacker's own measure;
+//     no clean embedding is used).
+//
+// Queries are what a real attacker pays for (a remote service rate-limits and bills by query): they are counted
+// per text and returned. Candidates are embedded in chunks of embed_chunk texts, so memory does not grow with s².
+// The black box is a callback, so the same code runs against the local noisy embedder or the HTTP client.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+#include <torch/types.h>
+
+namespace daei {
+
+class CorrectorImpl;
+class SpmTokenizer;
+
+struct CorrectionOptions {
+  int64_t max_steps = 10;     // correction rounds at most (0: the inverter's hypothesis alone)
+  int64_t beam = 3;           // s: sequences kept per text, and beams / returned sequences per corrector call
+  double min_gain = 1e-3;     // stop when the batch-mean best cosine gains less than this in a round
+  int64_t max_length = 32;    // hypothesis tokens given to the corrector, and its generate max_length
+  int64_t embed_chunk = 256;  // texts per black-box query call (and per denoise call)
+  int64_t gen_batch = 64;     // (text, kept sequence) rows per corrector generate call
+  bool early_stop = true;     // false: always run max_steps rounds
+};
+
+// The noisy black box: float32 (n, d) for n texts; keys[i] is the noise key of texts[i] (NoisyEmbedder::embed).
+using QueryFn = std::function<at::Tensor(const std::vector<std::string>& texts, const std::vector<std::string>& keys)>;
+// The frozen DAE at the attack's σ: (n, d) → (n, d). Called with tensors on the corrector's device.
+using DenoiseFn = std::function<at::Tensor(const at::Tensor&)>;
+
+struct CorrectionResult {
+  std::vector<std::string> best_text;      // per input
+  std::vector<double> best_cos;            // cos(DAE(y), DAE(f̃(best_text))), the attacker's own score
+  std::vector<int64_t> queries_per_text;   // black-box queries spent on each input
+  std::vector<double> round_mean_cos;      // batch mean of each round's best cosine, round 0 first
+  int64_t steps = 0;                       // correction rounds run
+  int64_t total_queries() const;
+};
+
+// y: (B, d) noisy targets; initial: B hypotheses; text_ids: B distinct ids naming the texts in the query keys
+// (e.g. "test/17"). Runs the corrector in eval mode under NoGradGuard.
+CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
+                                const std::vector<std::string>& text_ids, const QueryFn& query,
+                                const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tokenizer,
+                                const CorrectionOptions& opt);
+
+// --- The rules, separately testable -----------------------------------------------------------------------------
+
+// After `steps_run` rounds (>= 1), whose batch-mean best cosine went from prev_mean to cur_mean: stop?
+// True when steps_run >= max_steps, or (early_stop and) the gain is below min_gain or negative.
+bool correction_should_stop(double prev_mean, double cur_mean, int64_t steps_run, const CorrectionOptions& opt);
+
+// Indices of the (at most) s highest-scoring distinct texts, best first; ties keep the earlier index.
+std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const std::vector<double>& scores, int64_t s);
+
+// The noise key of candidate j of round t for text text_id: "correct/<text_id>/r<t>/c<j>". Distinct for every
+// (text, round, candidate), so no two queries share noise, and disjoint from cache keys ("<split>/<id>") and
+// hypothesis-cache keys ("hyp/...").
+std::string correction_query_key(const std::string& text_id, int64_t round, int64_t candidate);
+
+// query() over texts in chunks of `chunk` (> 0): float32 (n, d) on the CPU, equal to one unchunked call.
+at::Tensor query_chunked(const QueryFn& query, const std::vector<std::string>& texts,
+                         const std::vector<std::string>& keys, int64_t chunk);
+
+}  // namespace daei

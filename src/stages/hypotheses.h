@@ -1,0 +1,61 @@
+// Stage-4 data (paper §IV-A; reference notes §1.2, §2.4): the stage-3 inverter decodes (greedy, batched) every
+// training text from its denoised noisy embedding, x̂ = inverter(DAE(y, σ)), and each hypothesis is queried once
+// through the noisy embedder. Written as a noisy cache, cache/hyp-train/, row for row aligned with cache/train:
+//   ids[N]   the training rows' corpus ids      noisy[N, d]  f̃(x̂), the hypothesis' noisy embedding
+//   text     the hypothesis x̂ (not the true text; that stays in cache/train)
+// so the stage-4 trainer reads y and the true text from cache/train and (x̂, f̃(x̂)) from cache/hyp-train by row,
+// both through NoisyCache.
+//
+// Every query has its own noise key, hypothesis_query_key(round, id, x̂) = "hyp/r<round>/<id>/<x̂>": a hypothesis
+// never reuses its target's noise ("train/<id>"), two rows with the same hypothesis get different noise, and so do
+// two rounds — as a real release interface, which draws fresh noise for every query, behaves.
+//
+// Built like any cache (data/cache.h): shards of shard_rows rows round-robin over the ranks (collective), each
+// written under a temporary name and renamed; complete shards are kept when the build is run again (resume);
+// rank 0 writes manifest.json last. Shards and manifest record a source digest (SHA-256 of the training cache's
+// manifest, the inverter's and the DAE's weights, σ, round and max_length) in the corpus_sha256 field: a build
+// from other models is refused with an explanation instead of being mixed in.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace daei {
+
+class Communicator;
+class Config;
+class DaeImpl;
+class InverterImpl;
+class NoisyEmbedder;
+class SpmTokenizer;
+
+struct HypothesisCacheOptions {
+  std::string train_cache_dir;  // runs/NAME/cache/train (y: the targets)
+  std::string cache_dir;        // runs/NAME/cache/hyp-train
+  std::string split = "hyp-train";
+  double dae_sigma = 0;         // σ the frozen DAE is called at (the release's σ₀)
+  int64_t round = 0;            // part of every noise key
+  int64_t max_length = 32;      // greedy decoding length (incl. the decoder start token)
+  int64_t batch_size = 256;     // rows per decode and per query call
+  int64_t shard_rows = 20000;
+  std::string dtype = "float16";  // float16 | float32, as the other caches
+  // From config: cache.shard_rows, cache.batch_size, cache.dtype; paths under run_dir.
+  static HypothesisCacheOptions from_config(const Config& cfg, const std::string& run_dir);
+};
+
+struct HypothesisCacheResult {
+  int64_t rows = 0, shards = 0, shards_built = 0;  // shards_built: by this rank in this run
+  bool already_complete = false;
+  std::string source_sha256;
+  double seconds = 0;
+};
+
+// "hyp/r<round>/<id>/<text>".
+std::string hypothesis_query_key(int64_t round, int64_t id, const std::string& text);
+
+// Collective over comm: every rank calls it with the same models. The models are put in eval mode and used on
+// the device their parameters are on.
+HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, InverterImpl& inverter, DaeImpl& dae,
+                                             const SpmTokenizer& tokenizer, const NoisyEmbedder& embedder,
+                                             Communicator& comm);
+
+}  // namespace daei
