@@ -63,7 +63,6 @@ cleanup() {
 trap cleanup EXIT
 
 # --- the cluster -----------------------------------------------------------------------------------------------
-say "Slurm $(sinfo --version | awk '{print $2}'), munge $(munged --version 2>&1 | awk '{print $1}' | sed 's/munge-//'), $(mpirun --version | head -1)"
 host=$(hostname -s)
 mkdir -p "$T/munge" "$T/state" "$T/spool" "$T/log" "$T/dev" "$T/runs"
 chmod 700 "$T/munge"
@@ -113,6 +112,7 @@ slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF" -N daei1
 for _ in $(seq 120); do [[ $(sinfo -h -o %t 2>/dev/null) == idle ]] && break; sleep 0.5; done
 [[ $(sinfo -h -o %t) == idle ]] || { sinfo; scontrol show node daei1; echo "FAIL: the node did not come up"; exit 1; }
+say "$(sinfo --version), $(munged --version 2>&1 | awk '{print $1}'), $(mpirun --version | head -1)"
 say "cluster up: node daei1 idle (ports $port_ctld/$port_d, $T)"
 
 # --- jobs --------------------------------------------------------------------------------------------------------
@@ -163,7 +163,8 @@ say "pre: requeued (Restarts=$(field "$pre" Restarts)), started again"
 # tl: the time limit's warning signal arrives 15-45 s into the run (slurmctld checks limits every 30 s).
 requeued_now "$tl" || { show_fail "$T/tl.out"; exit 1; }
 say "tl: time-limit signal, requeued (Restarts=$(field "$tl" Restarts)), started again"
-wait_for 120 "the resumed run of job $tl" log_has tl "resum" || { show_fail "$T/tl.out"; exit 1; }
+resumed() { grep -q "restart 1 on" "$T/$1.out" && grep -q "resumed from" "$T/$1.out"; }
+wait_for 120 "the resumed run of job $tl" resumed tl || { show_fail "$T/tl.out"; exit 1; }
 scancel "$tl"
 say "tl: resumed from its checkpoint; cancelled"
 
@@ -183,7 +184,7 @@ for n in pre tl; do
   check "$n" "exit 75 after USR1" grep -q "exit 75 (after USR1)" "$T/$n.out"
   check "$n" "requeue" grep -q "requeueing" "$T/$n.out"
   check "$n" "SLURM_RESTART_COUNT 1 in the log" grep -q "restart 1 on" "$T/$n.out"
-  check "$n" "a DONE checkpoint" compgen -G "$T/runs/$n/stage1/ckpt-*/DONE"
+  check "$n" "a DONE checkpoint" compgen -G "$T/runs/$n/stage1/ckpt-*/DONE" >/dev/null
 done
 check pre "exit 0 after the resume" grep -q "exit 0$" "$T/pre.out"
 cmp "$T/runs/ref/stage1/final/model.safetensors" "$T/runs/pre/stage1/final/model.safetensors" ||
