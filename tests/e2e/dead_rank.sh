@@ -20,6 +20,7 @@ common=(--set run.root="$T" --set train.synthetic_rows=4096 --set train.syntheti
         --set dae.depth=2 --set stage1.batch_size=64 --set stage1.steps=1000000 --set stage1.warmup_steps=5
         --set stage1.eval_every=0 --set train.log_every=5 --set train.ckpt_every=20)
 
+alive() { [[ -e /proc/$1 ]] && ! grep -q '^[^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
 rank_pid() {  # MPIRUN_PID RANK: the pid of that rank among mpirun's children
   local p
   for p in $(pgrep -P "$1"); do
@@ -59,8 +60,9 @@ kill_one() {  # RANK
   ((rc != 0)) || { cat "$log"; echo "FAIL: mpirun exited 0 after rank $victim was killed"; exit 1; }
   local msg
   msg=$(grep -m1 -E "rank $victim\b" "$log") || { cat "$log"; echo "FAIL: no message names rank $victim"; exit 1; }
-  for p in "${pids[@]}"; do
-    if kill -0 "$p" 2>/dev/null; then echo "FAIL: rank process $p outlived mpirun"; kill -KILL "$p"; exit 1; fi
+  for p in "${pids[@]}"; do  # gone (or a zombie) within 5 s of mpirun's exit
+    for _ in $(seq 50); do alive "$p" || break; sleep 0.1; done
+    if alive "$p"; then echo "FAIL: rank process $p outlived mpirun by 5 s"; kill -KILL "$p"; exit 1; fi
   done
   printf 'dead_rank: kill -9 rank %d -> job ended in %d.%02d s, exit %d: %s\n' "$victim" $((us / 1000000)) \
     $((us % 1000000 / 10000)) "$rc" "$msg"

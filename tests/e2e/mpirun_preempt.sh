@@ -18,7 +18,7 @@ cleanup() {  # only processes this test started, by pid
   rm -rf "$T"
 }
 trap cleanup EXIT
-STEPS=${STEPS:-400}
+STEPS=${STEPS:-150}
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
 LAUNCH=(env DAEI="$D" bash "$SRC/launch/mpirun.sh" 2)
 common=(--set run.root="$T" --set train.synthetic_rows=4096 --set train.synthetic_dim=32 --set dae.hidden=64

@@ -5,7 +5,7 @@
 #   ref  uninterrupted: exit 0, no requeue
 #   pre  `scancel --signal=USR1 --batch` mid-run: exit 75, requeued (SLURM_RESTART_COUNT 1 in the log), resumed;
 #        final weights bitwise equal to ref's
-#   tl   a 1-minute time limit with --signal=B:USR1@15 expires mid-run: exit 75, requeued, resumed from the
+#   tl   a 1-minute time limit with --signal=B:USR1@5 expires mid-run: exit 75, requeued, resumed from the
 #        checkpoint (then cancelled: it is 10^6 steps long)
 #   srun --mpi=pmix trains on 2 ranks where `srun --mpi=list` shows pmix; srun without PMI is refused, not run as two
 #        lone rank 0s.
@@ -116,7 +116,7 @@ say "$(sinfo --version), $(munged --version 2>&1 | awk '{print $1}'), $(mpirun -
 say "cluster up: node daei1 idle (ports $port_ctld/$port_d, $T)"
 
 # --- jobs --------------------------------------------------------------------------------------------------------
-STEPS=${STEPS:-400}
+STEPS=${STEPS:-150}
 common=(--set run.root="$T/runs" --set train.synthetic_rows=4096 --set train.synthetic_dim=32 --set dae.hidden=64
         --set dae.depth=2 --set stage1.batch_size=64 --set stage1.warmup_steps=5 --set stage1.eval_every=0
         --set train.log_every=5 --set train.ckpt_every=100000)
@@ -149,9 +149,9 @@ requeued_now() {  # JOB: a requeued job waits ~2 min (Slurm's BeginTime); start 
 }
 
 ref=$(submit ref --time=10 -- --set stage1.steps="$STEPS")
-tl=$(submit tl --time=1 --signal=B:USR1@15 -- --set stage1.steps=1000000)
+tl=$(submit tl --time=1 --signal=B:USR1@5 -- --set stage1.steps=1000000)
 pre=$(submit pre --time=10 -- --set stage1.steps="$STEPS")
-say "submitted ref=$ref (uninterrupted), pre=$pre (scancel USR1), tl=$tl (1-min limit, USR1@15)"
+say "submitted ref=$ref (uninterrupted), pre=$pre (scancel USR1), tl=$tl (1-min limit, USR1@5)"
 
 # pre: signal the batch shell once training is under way.
 wait_for 120 "metrics from job $pre" has_metrics pre || { show_fail "$T/pre.out"; exit 1; }
@@ -160,7 +160,8 @@ say "pre: scancel --signal=USR1 --batch $pre"
 requeued_now "$pre" || { show_fail "$T/pre.out"; exit 1; }
 say "pre: requeued (Restarts=$(field "$pre" Restarts)), started again"
 
-# tl: the time limit's warning signal arrives 15-45 s into the run (slurmctld checks limits every 30 s).
+# tl: the warning comes 25-55 s into the run (slurmctld checks limits every 30 s; Slurm may signal early), late
+# enough that daei has installed its stop handler (it does so only when the training loop starts).
 requeued_now "$tl" || { show_fail "$T/tl.out"; exit 1; }
 say "tl: time-limit signal, requeued (Restarts=$(field "$tl" Restarts)), started again"
 resumed() { grep -q "restart 1 on" "$T/$1.out" && grep -q "resumed from" "$T/$1.out"; }
