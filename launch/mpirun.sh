@@ -1,9 +1,63 @@
 #!/usr/bin/env bash
-# Run a daei subcommand on N local ranks: launch/mpirun.sh N SUBCOMMAND [args...]
-# One torch/BLAS thread per rank was fastest here (DESIGN.md). As root OpenMPI needs --allow-run-as-root.
+# A daei subcommand on NP ranks of this machine (one GPU per rank where there are GPUs: daei maps its node-local
+# MPI rank to a device itself):
+#   launch/mpirun.sh NP SUBCOMMAND [args...]          e.g.  launch/mpirun.sh 2 train --config C --stage 1 --resume
+#   launch/mpirun.sh --dry-run NP SUBCOMMAND [args...]      print the command, run nothing
+# Env: DAEI (the binary; default build/daei of this checkout), THREADS (torch/BLAS threads per rank; default 1, the
+# fastest here, DESIGN.md). Paths in the arguments are relative to where you run this, as for daei itself.
+#
+# Stopping: USR1 or TERM to this script asks the ranks to checkpoint at the next step and exit 75 ("run again to
+# resume"); both reach mpirun as USR1, which it forwards to the ranks. Sending TERM to mpirun itself would make it
+# kill the ranks a few seconds later instead (open-mpi/ompi#12149). Ctrl-C (INT) ends the run without a checkpoint.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-np=${1:?usage: launch/mpirun.sh NP SUBCOMMAND [args...]}; shift
-extra=(); [[ $(id -u) -eq 0 ]] && extra+=(--allow-run-as-root)
-exec mpirun "${extra[@]}" --oversubscribe --bind-to none -np "$np" \
-  -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 build/daei "$@"
+here=$(cd "$(dirname "$0")/.." && pwd)
+dry=0
+if [[ ${1:-} == --dry-run ]]; then dry=1; shift; fi
+usage="usage: launch/mpirun.sh [--dry-run] NP SUBCOMMAND [args...]"
+np=${1:?$usage}; shift
+[[ $np =~ ^[1-9][0-9]*$ ]] || { echo "launch/mpirun.sh: NP must be a positive integer, got '$np'; $usage" >&2; exit 2; }
+(($#)) || { echo "launch/mpirun.sh: no SUBCOMMAND; $usage" >&2; exit 2; }
+DAEI=${DAEI:-$here/build/daei}
+THREADS=${THREADS:-1}
+
+show() { local s; printf -v s '%q ' "$@"; echo "${s% }"; }   # a command line, quoted where needed
+cmd=(mpirun --oversubscribe --bind-to none -np "$np"
+     -x OMP_NUM_THREADS="$THREADS" -x OPENBLAS_NUM_THREADS="$THREADS")
+[[ $(id -u) -eq 0 ]] && cmd+=(--allow-run-as-root)   # OpenMPI refuses root without it
+cmd+=("$DAEI" "$@")
+
+if ((dry)); then
+  echo "[launch] would run: $(show "${cmd[@]}")"
+  exit 0
+fi
+[[ -x $DAEI ]] || { echo "launch/mpirun.sh: $DAEI is not built (bash launch/build.sh), or set DAEI=path" >&2; exit 1; }
+
+# mpirun runs in the background so that a trapped signal is handled at once (bash runs traps only between
+# commands); `wait` returns early when a trap runs, so wait again until mpirun has really exited.
+pid=""
+stop=""
+interrupted=0
+# shellcheck disable=SC2317  # reached through the traps below
+forward() {  # SIGNAL
+  interrupted=1
+  stop=$1
+  echo "[launch] $(date +%T) $1: asking the ranks to checkpoint and stop (exit 75)" >&2
+  if [[ -n $pid ]]; then kill -USR1 "$pid" 2>/dev/null || true; fi
+}
+trap 'forward USR1' USR1
+trap 'forward TERM' TERM
+trap 'interrupted=1; [[ -n $pid ]] && kill -INT "$pid" 2>/dev/null || true' INT
+"${cmd[@]}" &
+pid=$!
+[[ -n $stop ]] && { kill -USR1 "$pid" 2>/dev/null || true; }   # a signal that came before mpirun existed
+while :; do
+  interrupted=0
+  rc=0
+  wait "$pid" || rc=$?
+  ((interrupted)) || break
+done
+if ((rc == 75)); then
+  echo "[launch] stopped after a checkpoint (exit 75): run the same command again to continue" \
+       "(train: with --resume)" >&2
+fi
+exit "$rc"

