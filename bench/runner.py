@@ -140,7 +140,7 @@ def main():
     CT = os.path.join(os.path.dirname(B), "bench_cache_throughput")
     only = set(x for x in a.only.split(",") if x)
     want = lambda n: not only or n in only
-    rounds = 2 if Q else 5
+    rounds = 1 if Q else 3
     tmp = tempfile.mkdtemp(prefix="daei-bench-")
     mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
              ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
@@ -184,7 +184,7 @@ def main():
         for v in ("batched", "fd"):
             va, vb, _, _ = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant=v)))[0],
                                      lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")))[0],
-                                     max(2, rounds - 2))
+                                     max(1, rounds - 1))
             times[v] = (va, vb)
             est = dict(mean=var[v]["mean"], std=var[v]["std"], exact=var["exact_div"],
                        hutchinson_mean=var["hutchinson"]["mean"], hutchinson_std=var["hutchinson"]["std"])
@@ -242,12 +242,12 @@ def main():
     guarded("stage2_generate", e2g)
 
     # 3b. stage-2 epoch over real-length texts
-    n_texts = 512 if Q else 3000
+    n_texts = 256 if Q else 2000
     lens = make_texts(n_texts, os.path.join(tmp, "texts.jsonl"), os.path.join(tmp, "lengths.txt"))
 
     def e3b():
         args = cpp2(dict(S2, lengths=os.path.join(tmp, "lengths.txt")))
-        r3 = 1 if Q else 3
+        r3 = 1 if Q else 2
         va, vb, ra, rb = alternate(lambda: run_json([B, "t5-epoch"] + args)[0],
                                    lambda: run_json([PY, "bench/t5_reference.py", "epoch"] + args)[0], r3)
         real = sum(lens)
