@@ -10,7 +10,9 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <sys/resource.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "build_info.h"
@@ -29,6 +31,7 @@ int main(int argc, char** argv) try {
   logging::init(0, 1, false, "warn");
   std::string corpus, glove_dir, dtype = "float16", out = "results/cache_throughput.md";
   int64_t rows = 0, shard_rows = 20000, batch = 256, reps = 5;
+  bool as_json = false;
   double sigma = 0.04;
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
@@ -46,6 +49,7 @@ int main(int argc, char** argv) try {
     else if (a == "--sigma") sigma = std::stod(val());
     else if (a == "--out") out = val();
     else if (a == "--reps") reps = std::stoll(val());
+    else if (a == "--json") as_json = val() != "0";
     else corpus = a;
   }
   DAEI_CHECK(!corpus.empty(), "usage: bench_cache_throughput CORPUS.jsonl [--rows N] ...");
@@ -146,7 +150,16 @@ int main(int argc, char** argv) try {
       "verify: {} rows, {} shards, digest {}\n",
       cmd, rev, host, cpu, std::thread::hardware_concurrency(), load0, wall, rows, sigma, batch, shard_rows, dtype, reps, e,
       rows / e, c, rows / c, 100.0 * e / c, v.rows, v.shards, v.digest);
-  std::cout << md;
+  if (as_json) {  // one line for bench/runner.py
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::cout << nlohmann::json{{"rows", rows}, {"embed_s", e}, {"cache_s", c}, {"reps", reps},
+                                {"maxrss_kb", ru.ru_maxrss}, {"verified_rows", v.rows}}
+                     .dump()
+              << std::endl;
+  } else {
+    std::cout << md;
+  }
   if (!out.empty()) {
     fs::create_directories(fs::path(out).parent_path().empty() ? "." : fs::path(out).parent_path());
     write_file_atomic(out, md);

@@ -77,15 +77,20 @@ def main():
     ap = argparse.ArgumentParser()
     for k, v in dict(steps=5, dim=768, hidden=1024, depth=3, batch=256, probes=5).items():
         ap.add_argument("--" + k, type=int, default=v)
+    ap.add_argument("--only", default="", help="hutchinson or fd: run only that option")
     a = ap.parse_args()
     torch.set_num_threads(1)
     for name, fn in (("hutchinson", sure_vjp), ("fd", sure_fd)):
+        if a.only and name != a.only:
+            continue
         torch.manual_seed(0)
         dae = ResidualDAE(a.dim, a.hidden, a.depth).train()
         opt = torch.optim.AdamW(dae.parameters(), lr=1e-3)
         y = torch.randn(a.batch, a.dim) * 0.04
         sigma = torch.full((a.batch,), 0.01)
         times = []
+        import resource
+        minflt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for s in range(a.steps + 1):
             t0 = time.perf_counter()
             opt.zero_grad()
@@ -95,7 +100,9 @@ def main():
                 times.append(time.perf_counter() - t0)
         times.sort()
         print(json.dumps(dict(impl="python reference (python3-torch %s)" % torch.__version__, divergence=name,
-                              median_s=times[len(times) // 2], min_s=times[0], steps=a.steps, dim=a.dim,
+                              median_s=times[len(times) // 2], min_s=times[0], times=times,
+                              minflt=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt0,
+                              maxrss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, steps=a.steps, dim=a.dim,
                               hidden=a.hidden, depth=a.depth, batch=a.batch, probes=a.probes, threads=1)), flush=True)
 
 

@@ -12,6 +12,7 @@
 
 #include "build_info.h"
 #include "cli/app.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -134,6 +135,7 @@ std::unique_ptr<Communicator> make_communicator(const Config& cfg, const Process
 }  // namespace daei::cli
 
 int main(int argc, char** argv) {
+  daei::configure_allocator();  // malloc keeps freed blocks (DAEI_MALLOC=default turns it off; bench/results.md)
   using namespace daei;
   using namespace daei::cli;
   CLI::App app{"daei: measure how much text leaks from noise-protected text embeddings (DAEI attack)"};

@@ -1,0 +1,412 @@
+// daei's side of the benchmark entries (issue 15). bench/run.sh runs this program and the Python references in
+// alternation and turns their JSON lines into bench/results.{json,md}. One subcommand a measurement:
+//   matmul       fp32 matmul rate of this machine (torch::mm, N×N×N)
+//   sure         stage-1 SURE step (forward + divergence + backward + AdamW); --variant hutchinson|batched|fd;
+//                under mpirun with --mpi: data parallel, gradients averaged by GradReducer
+//   sure-var     the divergence estimate of each variant at equal K on a fixed DAE: mean, std over probe draws,
+//                and the exact divergence (d VJPs) for comparison
+//   t5-step      stage-2 step of the small inverter (forward + backward + AdamW), with its counted matmul FLOPs
+//   t5-generate  greedy decoding, batch B, --label-len tokens (eos forbidden so every run decodes all of them)
+//   t5-epoch     one epoch over texts of the token lengths in --lengths: per-batch padding to the longest row,
+//                length-bucketed batches, real-token-only loss
+//   allreduce    (mpirun -np 2) GradReducer::reduce on the DAE's / the inverter's gradients vs raw MPI_Allreduce
+// Every line: {"times": [seconds per repetition after one warm-up], "minflt", "maxrss_kb", "malloc", "threads", ...}.
+#include <mpi.h>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <nlohmann/json.hpp>
+
+#include "core/allocator.h"
+#include "dist/communicator.h"
+#include "dist/grad_reducer.h"
+#include "dist/mpi_process.h"
+#include "model/generate.h"
+#include "model/inverter.h"
+#include "stages/sure.h"
+
+using namespace daei;
+using json = nlohmann::json;
+
+namespace {
+
+std::map<std::string, std::string> g_args;
+int64_t arg(const std::string& k, int64_t def) { return g_args.count(k) ? std::stoll(g_args[k]) : def; }
+std::string sarg(const std::string& k, const std::string& def) { return g_args.count(k) ? g_args[k] : def; }
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Usage {
+  long minflt0;
+  Usage() { minflt0 = get().ru_minflt; }
+  static rusage get() {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    return r;
+  }
+  void fill(json& j) const {
+    auto r = get();
+    j["minflt"] = r.ru_minflt - minflt0;
+    j["maxrss_kb"] = r.ru_maxrss;
+  }
+};
+
+// ------------------------------------------------------------------------------------------------ stage 1
+
+DaeOptions dae_options() {
+  DaeOptions o;
+  o.dim = arg("dim", 768), o.hidden = arg("hidden", 1024), o.depth = arg("depth", 3);
+  return o;
+}
+
+// Batched probes: the K probe copies of the batch in ONE forward (K·B rows) and ONE vector–Jacobian product with a
+// second-order graph; row k·B+b carries probe z_k of row b, so div = mean_k z_kᵀ J z_k exactly as K separate VJPs.
+SureTerms sure_batched(Dae& dae, const at::Tensor& y_in, const at::Tensor& sigma, const at::Tensor& probes,
+                       const std::vector<at::Tensor>& masks) {
+  const int64_t K = probes.size(0), B = y_in.size(0), d = y_in.size(1);
+  auto y = y_in.detach().repeat({K, 1}).requires_grad_(true);
+  std::vector<at::Tensor> rep;
+  for (const auto& m : masks) rep.push_back(m.repeat({K, 1}));
+  auto r = dae->residual(y, sigma.repeat({K}), rep);
+  auto z = probes.reshape({K * B, d});
+  auto g = torch::autograd::grad({r}, {y}, {z}, true, true)[0];
+  auto div = (z * g).sum(1).view({K, B}).mean(0);
+  auto sq = r.narrow(0, 0, B).pow(2).sum(1);
+  auto per = sq + 2.0 * sigma.pow(2) * div;
+  return SureTerms{per.mean(), sq.mean().detach(), div.mean().detach()};
+}
+
+SureTerms sure_variant(const std::string& v, Dae& dae, const at::Tensor& y, const at::Tensor& sigma,
+                       const at::Tensor& z, const std::vector<at::Tensor>& masks, int64_t probes) {
+  if (v == "batched") return sure_batched(dae, y, sigma, z, masks);
+  SureOptions so;
+  so.divergence = v;
+  so.probes = probes;
+  return sure_loss(dae, y, sigma, z, masks, so);
+}
+
+json cmd_sure(bool mpi) {
+  std::unique_ptr<Communicator> comm;
+  if (mpi) comm = make_mpi_communicator();
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  const int64_t steps = arg("steps", 5), batch = arg("batch", 256), K = arg("probes", 5);
+  const std::string variant = sarg("variant", "hutchinson");
+  auto o = dae_options();
+  torch::manual_seed(0);
+  Dae dae(o);
+  dae->train();
+  std::unique_ptr<GradReducer> red;
+  if (comm) {
+    red = std::make_unique<GradReducer>(*comm, dae->parameters());
+    red->broadcast_parameters();
+  }
+  torch::optim::AdamW opt(dae->parameters(), torch::optim::AdamWOptions(1e-3));
+  torch::manual_seed(1 + rank);
+  auto y = torch::randn({batch, o.dim}) * 0.04;
+  auto sigma = torch::full({batch}, 0.01);
+  std::vector<double> times, reduce_times;
+  Usage u;
+  for (int64_t s = 0; s < steps + 1; ++s) {
+    auto gp = step_generator(1, s * world + rank, 3);
+    auto z = rademacher({K, batch, o.dim}, gp);
+    std::vector<at::Tensor> masks;
+    for (int64_t i = 0; i < o.depth; ++i)
+      masks.push_back((torch::rand({batch, 2 * o.hidden}) >= 0.1).to(torch::kFloat32) / 0.9);
+    const double t0 = now();
+    opt.zero_grad();
+    auto t = sure_variant(variant, dae, y, sigma, z, masks, K);
+    t.loss.backward();
+    const double t1 = now();
+    if (red) red->reduce();
+    const double t2 = now();
+    opt.step();
+    if (s > 0) {
+      times.push_back(now() - t0);
+      reduce_times.push_back(t2 - t1);
+    }
+  }
+  json j{{"variant", variant}, {"times", times}, {"world", world}, {"rank", rank}, {"batch", batch},
+         {"dim", o.dim},       {"hidden", o.hidden}, {"depth", o.depth}, {"probes", K}};
+  if (red) j["reduce_times"] = reduce_times;
+  u.fill(j);
+  return j;
+}
+
+json cmd_sure_var() {
+  const int64_t draws = arg("draws", 20), batch = arg("batch", 32), K = arg("probes", 5);
+  const bool exact = arg("exact", 1) != 0;
+  auto o = dae_options();
+  torch::manual_seed(0);
+  Dae dae(o);
+  {  // a DAE whose residual is not identically zero (output_proj starts at zero)
+    torch::NoGradGuard ng;
+    for (auto& p : dae->named_parameters())
+      if (p.key().rfind("output_proj", 0) == 0) p.value().normal_(0.0, 0.05);
+  }
+  dae->eval();  // deterministic: the estimators differ only by their probes
+  auto y = torch::randn({batch, o.dim}) * 0.04;
+  auto sigma = torch::full({batch}, 0.01);
+  json out = json::object();
+  double div_exact = std::nan("");
+  if (exact) {  // rows are independent, so one VJP with e_i in every row gives J_ii for all rows at once
+    auto yy = y.clone().requires_grad_(true);
+    auto r = dae->residual(yy, sigma);
+    double tr = 0;
+    for (int64_t i = 0; i < o.dim; ++i) {
+      auto e = torch::zeros_like(r);
+      e.select(1, i).fill_(1.0);
+      auto g = torch::autograd::grad({r}, {yy}, {e}, true, false)[0];
+      tr += g.select(1, i).sum().item<double>();
+    }
+    div_exact = tr / static_cast<double>(batch);
+  }
+  out["exact_div"] = div_exact;
+  for (const std::string v : {"hutchinson", "batched", "fd"}) {
+    std::vector<double> est, times;
+    for (int64_t k = 0; k < draws; ++k) {
+      auto gp = step_generator(7, k, 5);
+      auto z = rademacher({K, batch, o.dim}, gp);
+      const double t0 = now();
+      auto t = sure_variant(v, dae, y, sigma, z, {}, K);
+      t.loss.backward();  // the cost of the estimate includes its backward, as in training
+      times.push_back(now() - t0);
+      est.push_back(t.div.item<double>());
+      dae->zero_grad();
+    }
+    const double m = std::accumulate(est.begin(), est.end(), 0.0) / est.size();
+    double var = 0;
+    for (double e : est) var += (e - m) * (e - m);
+    var /= std::max<size_t>(1, est.size() - 1);
+    out[v] = json{{"mean", m}, {"var", var}, {"std", std::sqrt(var)}, {"times", times}};
+  }
+  out["batch"] = batch, out["probes"] = K, out["draws"] = draws, out["dim"] = o.dim, out["hidden"] = o.hidden,
+  out["depth"] = o.depth;
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------ stage 2
+
+InverterConfig inverter_config() {
+  InverterConfig c;
+  c.dim = arg("dim", 100);
+  c.repeat = arg("repeat", 16);
+  c.t5.vocab_size = arg("vocab", 4096);
+  c.t5.d_model = arg("d-model", 256);
+  c.t5.d_kv = arg("d-kv", 32);
+  c.t5.num_heads = arg("heads", 8);
+  c.t5.d_ff = arg("d-ff", 1024);
+  c.t5.num_layers = c.t5.num_decoder_layers = arg("layers", 2);
+  c.t5.feed_forward_proj = "relu";
+  c.t5.dropout_rate = 0.1;
+  return c;
+}
+
+// Matmul FLOPs of one teacher-forced forward (2·m·n·k each), S encoder positions, T decoder positions, N label
+// tokens through the LM head. A training step counts 3× (backward: input and weight gradients).
+double t5_forward_flops(const InverterConfig& c, double B, double T, double N) {
+  const double S = c.repeat, d = c.t5.d_model, in = c.t5.num_heads * c.t5.d_kv, ff = c.t5.d_ff, V = c.t5.vocab_size;
+  const double H = c.t5.num_heads, dk = c.t5.d_kv;
+  double f = 2 * B * (c.dim * c.dim + c.dim * d * S);
+  const double enc = 2 * B * S * d * in * 4 + 2 * 2 * B * H * S * S * dk + 2 * 2 * B * S * d * ff;
+  const double dec = 2 * B * T * d * in * 4 + 2 * 2 * B * H * T * T * dk                   // self-attention
+                     + 2 * B * T * d * in * 2 + 2 * B * S * d * in * 2 + 2 * 2 * B * H * T * S * dk  // cross
+                     + 2 * 2 * B * T * d * ff;
+  f += c.t5.num_layers * enc + c.t5.num_decoder_layers * dec + 2 * N * d * V;
+  return f;
+}
+
+at::Tensor random_labels(int64_t B, int64_t T, int64_t V) { return torch::randint(2, V, {B, T}, torch::kLong); }
+
+json cmd_t5_step() {
+  const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
+  auto c = inverter_config();
+  torch::manual_seed(0);
+  Inverter m(c);
+  m->train();
+  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
+  std::vector<double> times;
+  Usage u;
+  for (int64_t s = 0; s < steps + 1; ++s) {
+    auto e = torch::randn({B, c.dim});
+    auto labels = random_labels(B, T, c.t5.vocab_size);
+    const double t0 = now();
+    opt.zero_grad();
+    auto l = m->loss(e, labels);
+    (l.sum / static_cast<double>(l.count)).backward();
+    opt.step();
+    if (s > 0) times.push_back(now() - t0);
+  }
+  int64_t n = 0;
+  for (auto& p : m->parameters()) n += p.numel();
+  json j{{"times", times}, {"flops", 3 * t5_forward_flops(c, B, T, B * T)}, {"params", n}, {"batch", B},
+         {"label_len", T}};
+  u.fill(j);
+  return j;
+}
+
+json cmd_t5_generate() {
+  const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
+  auto c = inverter_config();
+  torch::manual_seed(0);
+  Inverter m(c);
+  m->eval();
+  GenerateOptions g;
+  g.max_length = T + 1;  // counts the start token
+  g.min_length = T + 1;  // eos forbidden: every run decodes T tokens
+  std::vector<double> times;
+  int64_t tokens = 0;
+  Usage u;
+  for (int64_t s = 0; s < steps + 1; ++s) {
+    auto e = torch::randn({B, c.dim});
+    const double t0 = now();
+    auto seq = m->generate(e, g);
+    if (s > 0) times.push_back(now() - t0);
+    tokens = seq.size(1) - 1;
+  }
+  json j{{"times", times}, {"tokens", tokens}, {"batch", B}};
+  u.fill(j);
+  return j;
+}
+
+json cmd_t5_epoch() {
+  const int64_t B = arg("batch", 64);
+  const std::string file = sarg("lengths", "");
+  const bool bucket = arg("bucket", 1) != 0;
+  std::vector<int64_t> len;
+  {
+    std::ifstream in(file);
+    TORCH_CHECK(in, "cannot read --lengths ", file);
+    int64_t x;
+    while (in >> x) len.push_back(x);
+  }
+  auto c = inverter_config();
+  torch::manual_seed(0);
+  Inverter m(c);
+  m->train();
+  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
+  std::mt19937_64 rng(0);
+  std::vector<int64_t> order(len.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::vector<int64_t>> batches;
+  // Length bucketing: sort each window of 50 batches by length, cut it into batches, shuffle the batch order.
+  const size_t window = bucket ? static_cast<size_t>(B) * 50 : static_cast<size_t>(B);
+  for (size_t w = 0; w < order.size(); w += window) {
+    auto e = std::min(order.size(), w + window);
+    if (bucket)
+      std::stable_sort(order.begin() + w, order.begin() + e, [&](int64_t a, int64_t b) { return len[a] < len[b]; });
+    for (size_t i = w; i < e; i += B) batches.emplace_back(order.begin() + i, order.begin() + std::min(e, i + B));
+  }
+  std::shuffle(batches.begin(), batches.end(), rng);
+  Usage u;
+  int64_t tokens = 0, padded = 0;
+  const double t0 = now();
+  for (const auto& b : batches) {
+    std::vector<std::vector<int64_t>> rows;
+    for (auto r : b) {
+      auto t = torch::randint(2, c.t5.vocab_size, {len[r]}, torch::kLong);
+      rows.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + len[r]);
+    }
+    auto labels = labels_from_rows(rows);
+    padded += labels.numel();
+    auto e = torch::randn({static_cast<int64_t>(b.size()), c.dim});
+    opt.zero_grad();
+    auto l = m->loss(e, labels);
+    (l.sum / static_cast<double>(l.count)).backward();
+    opt.step();
+    tokens += l.count;
+  }
+  json j{{"times", {now() - t0}}, {"tokens", tokens}, {"padded_positions", padded}, {"batches", batches.size()},
+         {"texts", len.size()}, {"bucket", bucket}};
+  u.fill(j);
+  return j;
+}
+
+// ------------------------------------------------------------------------------------------------ dist, matmul
+
+json cmd_allreduce() {
+  auto comm = make_mpi_communicator();
+  const int64_t reps = arg("reps", 10);
+  const std::string which = sarg("which", "dae");
+  std::shared_ptr<torch::nn::Module> model;
+  if (which == "dae") model = std::make_shared<DaeImpl>(dae_options());
+  else model = std::make_shared<InverterImpl>(inverter_config());
+  auto params = model->parameters();
+  int64_t n = 0;
+  for (auto& p : params) {
+    p.mutable_grad() = torch::randn_like(p);
+    n += p.numel();
+  }
+  GradReducer red(*comm, params);
+  auto flat = torch::randn({n});
+  std::vector<double> t_red, t_raw;
+  for (int64_t r = 0; r < reps + 1; ++r) {  // alternating: reducer, raw, reducer, raw, ...
+    comm->barrier();
+    double t0 = now();
+    red.reduce();
+    double t1 = now();
+    comm->barrier();
+    double t2 = now();
+    MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double t3 = now();
+    if (r > 0) t_red.push_back(t1 - t0), t_raw.push_back(t3 - t2);
+  }
+  return json{{"which", which}, {"numel", n}, {"bytes", n * 4}, {"buckets", red.buckets().size()},
+              {"times", t_red}, {"raw_times", t_raw}, {"world", comm->size()}, {"rank", comm->rank()}};
+}
+
+json cmd_matmul() {
+  const int64_t N = arg("n", 1024), reps = arg("reps", 5);
+  auto a = torch::randn({N, N}), b = torch::randn({N, N});
+  std::vector<double> times;
+  for (int64_t r = 0; r < reps + 1; ++r) {
+    const double t0 = now();
+    auto c = torch::mm(a, b);
+    if (r > 0) times.push_back(now() - t0);
+  }
+  return json{{"times", times}, {"flops", 2.0 * N * N * N}, {"n", N}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const std::string malloc_mode = configure_allocator();
+  if (argc < 2) {
+    std::cerr << "usage: bench_entries matmul|sure|sure-var|t5-step|t5-generate|t5-epoch|allreduce [--key value ...]\n";
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) g_args[std::string(argv[i]).substr(2)] = argv[i + 1];
+  const bool mpi = cmd == "allreduce" || arg("mpi", 0) != 0;
+  if (mpi) MpiProcess::init(&argc, &argv);
+  torch::set_num_threads(static_cast<int>(arg("threads", 1)));
+  json j;
+  if (cmd == "matmul") j = cmd_matmul();
+  else if (cmd == "sure") j = cmd_sure(mpi);
+  else if (cmd == "sure-var") j = cmd_sure_var();
+  else if (cmd == "t5-step") j = cmd_t5_step();
+  else if (cmd == "t5-generate") j = cmd_t5_generate();
+  else if (cmd == "t5-epoch") j = cmd_t5_epoch();
+  else if (cmd == "allreduce") j = cmd_allreduce();
+  else {
+    std::cerr << "bench_entries: unknown subcommand " << cmd << "\n";
+    return 2;
+  }
+  j["cmd"] = cmd;
+  j["impl"] = "daei C++";
+  j["malloc"] = malloc_mode;
+  j["threads"] = torch::get_num_threads();
+  if (!j.contains("rank") || j["rank"] == 0) std::cout << j.dump() << std::endl;
+  if (mpi) MpiProcess::finalize();
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "bench_entries: error: " << e.what() << "\n";
+  return 1;
+}

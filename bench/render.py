@@ -1,0 +1,8 @@
+#!/usr/bin/python3
+"""Re-writes bench/results.md from bench/results.json (e.g. after bench/notes.md changed), without re-running."""
+import json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner
+d = os.path.dirname(os.path.abspath(__file__))
+r = json.load(open(os.path.join(d, "results.json")))
+open(os.path.join(d, "results.md"), "w").write(runner.markdown(r["meta"], r["entries"]))

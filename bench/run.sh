@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# All benchmark entries of issue 15 in one run: writes bench/results.json and bench/results.md (--quick: small
+# sizes, a couple of minutes, bench/results-quick.{json,md}; a smoke test, its figures mean nothing).
+#   bash bench/run.sh [--quick] [--build DIR] [--only ENTRY,...] [--out DIR]
+# Threads are pinned: 1 torch thread, OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 in every process.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+exec /usr/bin/python3 bench/runner.py "$@"

@@ -1,0 +1,428 @@
+#!/usr/bin/python3
+"""The benchmark runner behind bench/run.sh: runs daei's side (build/bench_entries, build/bench_cache_throughput) and
+the Python references (bench/*_reference.py, Debian python3-torch) in alternation (A, B, A, B, ...), takes medians and
+writes bench/results.json and bench/results.md. Every speed figure is a ratio against a reference measured in the
+same run: the machine is shared, absolute times are not comparable between runs.
+
+  bench/run.sh [--quick] [--build DIR] [--only NAME,...]
+
+Entry fields: name, value, reference, ratio, target, met, unit, sizes, threads, runs, spread (the relative range
+(max-min)/median of the per-process medians of the daei side; of the reference side in spread_ref)."""
+import argparse, json, os, platform, re, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"  # Debian's interpreter: python3-torch lives there
+ENV1 = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+LOG = []
+
+
+def run_json(cmd, env=None, timeout=3600):
+    t0 = time.time()
+    p = subprocess.run(cmd, cwd=ROOT, env=env or ENV1, capture_output=True, text=True, timeout=timeout)
+    LOG.append(dict(cmd=" ".join(cmd), rc=p.returncode, s=round(time.time() - t0, 1)))
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    return [json.loads(l) for l in lines]
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def spread(xs):
+    m = med(xs)
+    return (max(xs) - min(xs)) / m if m and len(xs) > 1 else 0.0
+
+
+def alternate(a, b, rounds, pick_a=None, pick_b=None):
+    """Runs a() and b() alternately `rounds` times; each returns a JSON record; pick_* turns one record into one
+    number (default: the median of its `times`). Returns (values_a, values_b, records_a, records_b)."""
+    pick_a = pick_a or (lambda j: med(j["times"]))
+    pick_b = pick_b or (lambda j: med(j["times"]))
+    va, vb, ra, rb = [], [], [], []
+    for _ in range(rounds):
+        ja = a()
+        ra.append(ja)
+        va.append(pick_a(ja))
+        jb = b()
+        rb.append(jb)
+        vb.append(pick_b(jb))
+    return va, vb, ra, rb
+
+
+def entry(name, value, reference, ratio, target, unit, sizes, threads, runs, spread_v, spread_ref=None, note="",
+          extra=None):
+    met = None
+    if isinstance(target, (int, float)):
+        met = bool(ratio >= target)
+    e = dict(name=name, value=value, reference=reference, ratio=ratio, target=target, met=met, unit=unit, sizes=sizes,
+             threads=threads, runs=runs, spread=round(spread_v, 3))
+    if spread_ref is not None:
+        e["spread_ref"] = round(spread_ref, 3)
+    if note:
+        e["note"] = note
+    if extra:
+        e.update(extra)
+    return e
+
+
+def kv(d):
+    out = []
+    for k, v in d.items():
+        out += ["--" + k, str(v)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- texts
+
+def make_texts(n, path_corpus, path_lengths, max_len=32):
+    """n sentences of varied length, half State of the Union sentences from the asset cache and half WordNet glosses
+    and examples (3–32 words), as the quickstart's corpus mixes them, written as a
+    corpus file and as token lengths (≈ 1.3 sentencepiece tokens a word + eos, at most max_len). Falls back to
+    seeded random lengths when the asset cache has no SOTU texts."""
+    assets = os.environ.get("DAEI_ASSETS") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                           os.path.expanduser("~/.cache"), "daei")
+    sotu = os.path.join(assets, "sotu")
+    sents = []
+    if os.path.isdir(sotu):
+        for f in sorted(os.listdir(sotu)):
+            if not f.endswith(".txt"):
+                continue
+            txt = open(os.path.join(sotu, f), encoding="utf-8", errors="replace").read()
+            for s in re.split(r"(?<=[.!?])\s+", " ".join(txt.split())):
+                w = s.split()
+                if 3 <= len(w) <= 32:
+                    sents.append(s)
+            if len(sents) >= 4 * n:
+                break
+    wn = "/usr/share/wordnet/data.noun"  # Debian wordnet-base: glosses and examples, the other half of the quickstart
+    glosses = []
+    if os.path.exists(wn):
+        for l in open(wn, encoding="utf-8", errors="replace"):
+            if "|" in l and not l.startswith(" "):
+                for g in l.split("|", 1)[1].split(";"):
+                    w = g.strip().strip('"').split()
+                    if 3 <= len(w) <= 32:
+                        glosses.append(" ".join(w))
+                if len(glosses) >= 4 * n:
+                    break
+    import random
+    rnd = random.Random(0)
+    rnd.shuffle(sents)
+    rnd.shuffle(glosses)
+    if glosses:
+        sents = sents[:n // 2] + glosses[:n - min(len(sents), n // 2)]
+    if len(sents) < n:
+        sents = [" ".join("w%d" % rnd.randrange(1000) for _ in range(rnd.randint(3, 24))) for _ in range(n)]
+    rnd.shuffle(sents)
+    sents = sents[:n]
+    with open(path_corpus, "w") as f:
+        for i, s in enumerate(sents):
+            f.write(json.dumps(dict(id=i, text=s)) + "\n")
+    lens = [min(max_len, int(round(1.3 * len(s.split()))) + 1) for s in sents]
+    with open(path_lengths, "w") as f:
+        f.write("\n".join(map(str, lens)) + "\n")
+    return lens
+
+
+# ------------------------------------------------------------------------------------------------- entries
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--out", default="bench")
+    a = ap.parse_args()
+    Q = a.quick
+    B = os.path.join(a.build, "bench_entries") if os.path.isabs(a.build) else os.path.join(ROOT, a.build, "bench_entries")
+    CT = os.path.join(os.path.dirname(B), "bench_cache_throughput")
+    only = set(x for x in a.only.split(",") if x)
+    want = lambda n: not only or n in only
+    rounds = 1 if Q else 3
+    tmp = tempfile.mkdtemp(prefix="daei-bench-")
+    mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
+             ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
+    t_start = time.time()
+    load0 = open("/proc/loadavg").read().split()[:3]
+    entries = []
+
+    suffix = "-quick" if Q else ""
+    os.makedirs(os.path.join(ROOT, a.out), exist_ok=True)
+    jpath = os.path.join(ROOT, a.out, "results%s.json" % suffix)
+    kept = []
+    if only and os.path.exists(jpath):  # --only: keep the other entries of the earlier run, marked as such
+        try:
+            old = json.load(open(jpath))
+            kept = [dict(e, from_earlier_run=e.get("from_earlier_run") or old["meta"]["git_revision"])
+                    for e in old["entries"] if not any(e["name"].startswith(o.rstrip("s")) for o in only)]
+        except (OSError, ValueError, KeyError):
+            kept = []
+
+    def save(final=False):
+        wall = time.time() - t_start
+        meta = dict(command="nice -n 5 bench/run.sh" + (" --quick" if Q else "") + (" --only " + a.only if a.only else ""),
+                    git_revision=subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+                                                text=True).stdout.strip(),
+                    dirty=subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "bench"], cwd=ROOT).returncode != 0,
+                    machine=machine(), load_average_start=load0, load_average_end=open("/proc/loadavg").read().split()[:3],
+                    wall_s=round(wall, 1), quick=Q, complete=final, malloc_default="tuned",
+                    env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1))
+        allE = kept + entries
+        with open(jpath, "w") as f:
+            json.dump(dict(meta=meta, entries=allE, log=LOG), f, indent=1)
+        with open(os.path.join(ROOT, a.out, "results%s.md" % suffix), "w") as f:
+            f.write(markdown(meta, allE))
+        return wall
+
+    def add(e):
+        entries.append(e)
+        save()
+        print("%-28s value %-10.4g ref %-10.4g ratio %-7.3f target %s met %s" % (
+            e["name"], e["value"] or 0, e["reference"] or 0, e["ratio"] or 0, e["target"], e["met"]), flush=True)
+
+    def guarded(name, fn):
+        if not want(name):
+            return
+        try:
+            fn()
+        except Exception as ex:  # an entry that fails is reported, the others still run
+            add(entry(name, None, None, None, "error", "", {}, 1, 0, 0.0, note="failed: %s" % str(ex)[-600:]))
+
+    # 1. stage-1 SURE step, paper sizes
+    S1 = dict(dim=768, hidden=1024, depth=3, batch=256, probes=5) if not Q else dict(dim=256, hidden=256, depth=2,
+                                                                                        batch=64, probes=5)
+    st1 = 3
+
+    def e1():
+        va, vb, ra, rb = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")))[0],
+                                   lambda: [j for j in run_json([PY, "bench/sure_reference.py", "--only", "hutchinson"]
+                                                                + kv(dict(S1, steps=st1)))][0], rounds)
+        add(entry("stage1_sure_step", med(va), med(vb), med(vb) / med(va), 1.2, "s/step (ratio = reference/daei)",
+                  S1, 1, "%d processes × %d steps each side" % (rounds, st1), spread(va), spread(vb),
+                  extra=dict(maxrss_kb=max(r["maxrss_kb"] for r in ra))))
+
+    # 9. SURE variants at equal K: time of a training step (same sizes) and the variance of the estimate
+    def e9():
+        var = run_json([B, "sure-var"] + kv(dict(dim=S1["dim"], hidden=S1["hidden"], depth=S1["depth"],
+                                                 batch=16 if Q else 32, probes=S1["probes"], draws=6 if Q else 30,
+                                                 exact=1)))[0]
+        times = {}
+        for v in ("batched", "fd"):
+            va, vb, _, _ = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant=v)))[0],
+                                     lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")))[0],
+                                     max(1, rounds - 1))
+            times[v] = (va, vb)
+            est = dict(mean=var[v]["mean"], std=var[v]["std"], exact=var["exact_div"],
+                       hutchinson_mean=var["hutchinson"]["mean"], hutchinson_std=var["hutchinson"]["std"])
+            add(entry("sure_variant_" + v, med(va), med(vb), med(vb) / med(va), "report",
+                      "s/step (reference = hutchinson, K separate VJPs; ratio = speed-up)", S1, 1,
+                      "%d alternations × %d steps" % (len(va), st1), spread(va), spread(vb),
+                      extra=dict(estimate=est, estimate_sizes=dict(batch=var["batch"], draws=var["draws"]))))
+
+    # 2, 3. stage-2 step and generation of the small inverter
+    S2 = dict(dim=100, repeat=16, vocab=4096, batch=64, layers=2, heads=8, label_len=32)
+    S2["d_model"], S2["d_kv"], S2["d_ff"] = (128, 16, 512) if Q else (256, 32, 1024)
+    if Q:
+        S2["batch"] = 16
+    cpp2 = lambda d: kv({k.replace("_", "-"): v for k, v in d.items()})
+    st2 = 2 if Q else 3
+    flop = {}
+
+    def e2():
+        mm_n = 512 if Q else 1024
+        mm = []
+        va, vb, ra, rb = [], [], [], []
+        for _ in range(rounds):  # matmul rate, daei step, Python step, alternating
+            j = run_json([B, "matmul", "--n", str(mm_n), "--reps", "5"])[0]
+            mm.append(j["flops"] / med(j["times"]))
+            ja = run_json([B, "t5-step"] + cpp2(dict(S2, steps=st2)))[0]
+            ra.append(ja)
+            va.append(med(ja["times"]))
+            jb = run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)))[0]
+            rb.append(jb)
+            vb.append(med(jb["times"]))
+        add(entry("stage2_step", med(va), med(vb), med(vb) / med(va), 1.1, "s/step (ratio = reference/daei)", S2, 1,
+                  "%d processes × %d steps each side" % (rounds, st2), spread(va), spread(vb),
+                  extra=dict(minflt_daei=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
+                             maxrss_kb=max(r["maxrss_kb"] for r in ra), params=ra[0]["params"])))
+        F = ra[0]["flops"]
+        rate = [F / v for v in va]
+        rate_ref = [F / v for v in vb]
+        add(entry("stage2_flop_rate", med(rate) / 1e9, med(mm) / 1e9, med(rate) / med(mm), 0.6,
+                  "GFLOP/s (counted matmul FLOPs of the step / time; reference = torch::mm %d³ fp32, 1 thread)" % mm_n,
+                  dict(S2, step_gflop=round(F / 1e9, 3)), 1, "%d × (matmul, daei step, python step)" % rounds,
+                  spread(rate), spread(mm), extra=dict(python_step_rate_gflops=med(rate_ref) / 1e9,
+                                                       python_ratio=med(rate_ref) / med(mm))))
+        flop["mm"] = med(mm)
+    guarded("stage2_step", e2)
+
+    def e2g():
+        va, vb, ra, rb = alternate(lambda: run_json([B, "t5-generate"] + cpp2(dict(S2, steps=st2)))[0],
+                                   lambda: run_json([PY, "bench/t5_reference.py", "generate"] + cpp2(dict(S2, steps=st2)))[0],
+                                   rounds)
+        assert ra[0]["tokens"] == rb[0]["tokens"], "different generated lengths"
+        add(entry("stage2_generate", med(va), med(vb), med(vb) / med(va), 1.1,
+                  "s per batch (greedy, %d tokens; ratio = reference/daei)" % ra[0]["tokens"], S2, 1,
+                  "%d processes × %d generations each side" % (rounds, st2), spread(va), spread(vb)))
+    guarded("stage2_generate", e2g)
+
+    # 3b. stage-2 epoch over real-length texts
+    n_texts = 256 if Q else 2000
+    lens = make_texts(n_texts, os.path.join(tmp, "texts.jsonl"), os.path.join(tmp, "lengths.txt"))
+
+    def e3b():
+        args = cpp2(dict(S2, lengths=os.path.join(tmp, "lengths.txt")))
+        r3 = 1 if Q else 2
+        va, vb, ra, rb = alternate(lambda: run_json([B, "t5-epoch"] + args)[0],
+                                   lambda: run_json([PY, "bench/t5_reference.py", "epoch"] + args)[0], r3)
+        real = sum(lens)
+        add(entry("stage2_epoch", med(va), med(vb), med(vb) / med(va), 1.5, "s/epoch (ratio = reference/daei)",
+                  dict(S2, texts=n_texts, mean_len=round(real / len(lens), 1), max_len=32), 1,
+                  "%d epochs each side" % r3, spread(va), spread(vb),
+                  extra=dict(real_tokens=real, daei_padded_positions=ra[0]["padded_positions"],
+                             ref_padded_positions=32 * len(lens))))
+    guarded("stage2_epoch", e3b)
+
+    # allocator: the same steps with glibc's default and with the tuned setting (the default)
+    def ealloc():
+        env_d = dict(ENV1, DAEI_MALLOC="default")
+        env_t = dict(ENV1, DAEI_MALLOC="tuned")
+        for nm, cmd in (("malloc_sure_step", [B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson"))),
+                        ("malloc_t5_step", [B, "t5-step"] + cpp2(dict(S2, steps=st2)))):
+            va, vb, ra, rb = alternate(lambda: run_json(cmd, env_t)[0], lambda: run_json(cmd, env_d)[0], rounds)
+            add(entry(nm, med(va), med(vb), med(vb) / med(va), "report",
+                      "s/step with DAEI_MALLOC=tuned (reference: DAEI_MALLOC=default; ratio = speed-up)",
+                      S1 if "sure" in nm else S2, 1, "%d processes × steps each side" % rounds, spread(va), spread(vb),
+                      extra=dict(minflt_tuned=med([r["minflt"] for r in ra]),
+                                 minflt_default=med([r["minflt"] for r in rb]))))
+    guarded("malloc", ealloc)
+
+    # 5. GradReducer vs raw MPI_Allreduce (2 ranks)
+    def e5():
+        for which, sz in (("dae", dict(dim=768, hidden=1024, depth=3)), ("t5", S2)):
+            j = run_json(mpirun + ["-np", "2", B, "allreduce", "--which", which, "--reps", "4" if Q else "12"]
+                         + cpp2(sz))[0]
+            t, r = med(j["times"]), med(j["raw_times"])
+            gb = j["bytes"] / 1e9
+            add(entry("allreduce_" + which, gb / t, gb / r, r / t, 0.8,
+                      "GB/s (GradReducer::reduce vs raw MPI_Allreduce of the same bytes)",
+                      dict(bytes=j["bytes"], buckets=j["buckets"], **sz), 1, "2 ranks, %d alternations" % len(j["times"]),
+                      spread(j["times"]), spread(j["raw_times"]), extra=dict(reduce_s=t, raw_s=r)))
+    guarded("allreduce", e5)
+
+    # 4. stage 1 on 2 ranks × 1 thread vs two independent 1-rank processes at the same time
+    SQ = dict(dim=100, hidden=512, depth=2, batch=256 if not Q else 64, probes=5)
+
+    def e4():
+        steps = 4 if Q else 10
+
+        def dp():
+            j = run_json(mpirun + ["-np", "2", B, "sure", "--mpi", "1"] + kv(dict(SQ, steps=steps)))[0]
+            j["rate"] = 2 * SQ["batch"] / med(j["times"])
+            return j
+
+        def indep():
+            cmd = [B, "sure"] + kv(dict(SQ, steps=steps))
+            ps = [subprocess.Popen(cmd, cwd=ROOT, env=ENV1, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+            outs = [json.loads([l for l in p.communicate()[0].splitlines() if l.startswith("{")][0]) for p in ps]
+            return dict(rate=sum(SQ["batch"] / med(o["times"]) for o in outs))
+
+        va, vb, ra, rb = alternate(dp, indep, rounds, lambda j: j["rate"], lambda j: j["rate"])
+        red = med([med(r["reduce_times"]) for r in ra])
+        add(entry("dp_stage1_2ranks", med(va), med(vb), med(va) / med(vb), 0.9,
+                  "rows/s, both ranks together (reference: two independent 1-rank processes at the same time)",
+                  SQ, 1, "%d alternations × %d steps" % (rounds, steps), spread(va), spread(vb),
+                  extra=dict(reduce_s=red, reduce_share=red / med([med(r["times"]) for r in ra]))))
+    guarded("dp_stage1", e4)
+
+    # 6. cache build vs embedder only (same rows); 7. peak RSS of the cache build at 1× and 4× rows
+    def e6():
+        rows = 2000 if Q else 20000
+        corpus = os.path.join(tmp, "cache_corpus.jsonl")
+        make_texts(rows * 4, corpus, os.path.join(tmp, "cache_lengths.txt"))
+        res = {}
+        for mult in (1, 4):
+            j = run_json([CT, corpus, "--rows", str(rows * mult), "--reps", "2" if Q else "5", "--out", "", "--json", "1"])[0]
+            res[mult] = j
+        j = res[1]
+        add(entry("cache_build", j["rows"] / j["cache_s"], j["rows"] / j["embed_s"], j["embed_s"] / j["cache_s"], 0.95,
+                  "rows/s (reference: embedder only on the same rows)", dict(rows=j["rows"], dtype="float16",
+                                                                            embedder="glove-100d"),
+                  1, "best of %d alternating runs each" % j["reps"], 0.0,
+                  extra=dict(maxrss_kb=j["maxrss_kb"], rows_4x=res[4]["rows"], rate_4x=res[4]["rows"] / res[4]["cache_s"],
+                             maxrss_kb_4x=res[4]["maxrss_kb"])))
+        add(entry("peak_rss_cache_build", res[4]["maxrss_kb"] / 1024, j["maxrss_kb"] / 1024,
+                  j["maxrss_kb"] / res[4]["maxrss_kb"], "report", "MB peak RSS at 4× rows (reference: 1× rows; "
+                  "ratio = 1× / 4×, 1.0 = flat)", dict(rows_1x=j["rows"], rows_4x=res[4]["rows"]), 1, "1 each", 0.0))
+    guarded("cache_build", e6)
+
+    # 7. peak RSS per rank of the stage steps measured above
+    def e7():
+        for e in list(entries):
+            if e["name"] in ("stage1_sure_step", "stage2_step") and e.get("maxrss_kb"):
+                add(entry("peak_rss_" + e["name"], e["maxrss_kb"] / 1024, None, None, "report",
+                          "MB peak RSS of the daei process (one rank)", e["sizes"], 1, e["runs"], 0.0))
+    guarded("stage1_sure_step", e1)
+    guarded("sure_variants", e9)
+    guarded("peak_rss", e7)
+
+    wall = save(final=True)
+    print("wrote %s/results%s.{json,md} (%.0f s)" % (a.out, suffix, wall))
+    return 0 if all(e["target"] != "error" for e in entries) else 1
+
+
+def machine():
+    model = cores = ""
+    try:
+        for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if l.startswith("Model name:"):
+                model = l.split(":", 1)[1].strip()
+            if l.startswith("CPU(s):"):
+                cores = l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    mem = [l for l in open("/proc/meminfo") if l.startswith("MemTotal")][0].split()[1]
+    blas = os.path.realpath("/etc/alternatives/libblas.so.3-x86_64-linux-gnu")
+    return "%s, %s CPUs, %.1f GiB RAM, %s, BLAS %s" % (model, cores, int(mem) / 2 ** 20, platform.platform(), blas)
+
+
+def fmt(x):
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return "%.4g" % x
+    return str(x)
+
+
+def markdown(meta, entries):
+    L = ["# daei benchmarks%s" % (" (quick mode: small sizes, smoke test only)" if meta["quick"] else ""), "",
+         "- command: `%s`" % meta["command"],
+         "- git revision: %s%s" % (meta["git_revision"], " (+ uncommitted changes)" if meta["dirty"] else ""),
+         "- machine: %s" % meta["machine"],
+         "- load average: %s at the start, %s at the end (shared machine)" % (" ".join(meta["load_average_start"]),
+                                                                                 " ".join(meta["load_average_end"])),
+         "- wall time: %.0f s; threads: 1 torch thread, OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 in every process" %
+         meta["wall_s"],
+         "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians", "",
+         "| entry | value | reference | ratio | target | met | unit | runs | spread (daei / ref) |",
+         "|---|---:|---:|---:|---:|---|---|---|---|"]
+    for e in entries:
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
+            e["name"], fmt(e["value"]), fmt(e["reference"]), fmt(e["ratio"]), fmt(e["target"]),
+            {True: "yes", False: "**no**", None: "—"}[e["met"]], e["unit"], e["runs"], fmt(e["spread"]),
+            fmt(e.get("spread_ref"))))
+    notes = os.path.join(ROOT, "bench", "notes.md")  # explanations of missed targets, written by hand after a run
+    if os.path.exists(notes) and not meta["quick"]:
+        L += ["", open(notes).read().rstrip()]
+    L += ["", "## Sizes and details", ""]
+    for e in entries:
+        d = {k: v for k, v in e.items() if k not in ("name", "value", "reference", "ratio", "target", "met", "unit",
+                                                   "runs", "spread", "spread_ref", "threads")}
+        L.append("- **%s**: `%s`" % (e["name"], json.dumps(d)))
+    return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
