@@ -8,7 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <condition_variable>
 #include <future>
+#include <list>
+#include <mutex>
+#include <unordered_map>
 #include <thread>
 #include <tuple>
 #include <cerrno>
@@ -34,15 +38,6 @@ using namespace cache_detail;
 // ---------------------------------------------------------------------------------------------------------------
 // Reader
 
-struct NoisyCache::Shard {
-  std::string path;
-  Hid file, vec, ids, text;
-  int64_t begin = 0, end = 0;  // global rows
-  std::vector<int64_t> offsets;
-  hid_t mem_type = H5T_NATIVE_FLOAT;
-  bool half = false;
-};
-
 namespace {
 
 void check_eq(const std::string& path, const char* what, const std::string& got, const std::string& want) {
@@ -50,15 +45,197 @@ void check_eq(const std::string& path, const char* what, const std::string& got,
              "folder and build again)", path, what, got, want);
 }
 
+// The serial HDF5 library is not thread-safe: every HDF5 call of the reader (any cache, any thread) holds this.
+std::mutex& hdf5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// One chunked dataset of a shard, read in whole chunks.
+struct ChunkedDs {
+  Hid ds;
+  hid_t mem_type = -1;
+  size_t elem = 0;            // bytes of one element in memory
+  int64_t rows = 0, cols = 1;  // cols = 1 for 1-d datasets
+  int64_t chunk_rows = 1;     // rows (elements for 1-d) per HDF5 chunk
+  int rank = 1;
+  int64_t row_bytes() const { return int64_t(elem) * cols; }
+  int64_t n_chunks() const { return (rows + chunk_rows - 1) / chunk_rows; }
+};
+
+enum DsKind : uint64_t { kVec = 0, kIds = 1, kOffs = 2, kText = 3 };
+
+uint64_t chunk_key(size_t shard, DsKind d, int64_t chunk) {
+  return (uint64_t(shard) << 34) | (uint64_t(d) << 32) | uint64_t(chunk);
+}
+
 }  // namespace
 
-std::unique_ptr<NoisyCache> NoisyCache::open(const std::string& dir, const CacheExpect& expect) {
-  return open_kind(dir, "noisy", expect);
+struct NoisyCache::Shard {
+  std::string path;
+  Hid file;
+  ChunkedDs ds[4];  // kVec, kIds, kOffs, kText
+  int64_t begin = 0, end = 0;  // global rows
+};
+
+using Chunk = std::shared_ptr<const std::vector<char>>;
+using Pinned = std::unordered_map<uint64_t, Chunk>;
+
+// The LRU of decoded chunks and the read-ahead thread.
+struct NoisyCache::Buffer {
+  CacheReadOptions opt;
+  std::mutex mu;  // the LRU and the stats; held while reading (so a read-ahead and a call never read twice)
+  std::list<std::pair<uint64_t, Chunk>> lru;  // front = most recent
+  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Chunk>>::iterator> where;
+  int64_t bytes = 0, pinned = 0;
+  CacheReadStats stats;
+  // read-ahead
+  std::mutex qmu;
+  std::condition_variable qcv;
+  bool stop = false, busy = false, has_req = false, req_texts = false;
+  std::vector<int64_t> req;
+  std::thread worker;
+};
+
+namespace {
+
+ChunkedDs open_ds(hid_t file, const char* name, hid_t mem_type, size_t elem, const std::string& path) {
+  ChunkedDs d;
+  Hid dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  H5Pset_chunk_cache(dapl, 0, 0, 1.0);  // our LRU bounds memory; HDF5's cache per dataset would grow with shards
+  d.ds = Hid(H5Dopen2(file, name, dapl), H5Dclose);
+  if (d.ds < 0) fail_read(path, fmt::format("dataset '{}'", name));
+  d.mem_type = mem_type;
+  d.elem = elem;
+  Hid sp(H5Dget_space(d.ds), H5Sclose);
+  hsize_t dims[2] = {0, 1};
+  d.rank = H5Sget_simple_extent_ndims(sp);
+  DAEI_CHECK(d.rank == 1 || d.rank == 2, "{}: dataset '{}' has rank {}", path, name, d.rank);
+  H5Sget_simple_extent_dims(sp, dims, nullptr);
+  d.rows = int64_t(dims[0]);
+  d.cols = d.rank == 2 ? int64_t(dims[1]) : 1;
+  Hid dcpl(H5Dget_create_plist(d.ds), H5Pclose);
+  hsize_t cdims[2] = {0, 0};
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 2, cdims) == d.rank && cdims[0] > 0)
+    d.chunk_rows = int64_t(cdims[0]);
+  else
+    d.chunk_rows = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, d.row_bytes()));
+  return d;
+}
+
+// Rows [r0, r1) of d into out (r1 - r0 rows × row_bytes). Caller holds hdf5_mutex().
+void read_range(const ChunkedDs& d, int64_t r0, int64_t r1, void* out, const std::string& path, const char* what) {
+  if (r1 <= r0) return;
+  Hid fsp(H5Dget_space(d.ds), H5Sclose);
+  hsize_t start[2] = {hsize_t(r0), 0}, count[2] = {hsize_t(r1 - r0), hsize_t(d.cols)};
+  H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  Hid msp(H5Screate_simple(d.rank, count, nullptr), H5Sclose);
+  if (H5Dread(d.ds, d.mem_type, msp, fsp, H5P_DEFAULT, out) < 0) fail_read(path, what);
+}
+
+const char* ds_name(int k) {
+  static const char* n[] = {"noisy rows", "ids", "text_offsets", "text"};
+  return n[k];
+}
+
+}  // namespace
+
+size_t NoisyCache::shard_of(int64_t g) const {
+  DAEI_CHECK(g >= 0 && g < rows_, "{}: row {} outside [0, {})", dir_, g, rows_);
+  auto it = std::upper_bound(shards_.begin(), shards_.end(), g,
+                             [](int64_t v, const std::unique_ptr<Shard>& s) { return v < s->end; });
+  return size_t(it - shards_.begin());
+}
+
+namespace {
+
+// Loads the chunks named by keys (any order, repeats allowed) and returns them pinned: from the LRU where they
+// are, otherwise read with one H5Dread per run of consecutive chunks of a dataset, then entered in the LRU (which
+// evicts its least recently used chunks down to its budget; a pinned chunk lives on until the caller drops it).
+Pinned fetch_chunks(NoisyCache::Buffer& B, const std::vector<std::unique_ptr<NoisyCache::Shard>>& shards,
+                    std::vector<uint64_t> keys) {
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::lock_guard<std::mutex> lk(B.mu);
+  Pinned out;
+  out.reserve(keys.size());
+  std::vector<uint64_t> miss;
+  for (uint64_t k : keys) {
+    auto it = B.where.find(k);
+    if (it != B.where.end()) {
+      B.lru.splice(B.lru.begin(), B.lru, it->second);
+      out.emplace(k, it->second->second);
+      ++B.stats.chunk_hits;
+    } else {
+      miss.push_back(k);
+      ++B.stats.chunk_misses;
+    }
+  }
+  int64_t pinned = 0;
+  for (auto& [k, c] : out) pinned += int64_t(c->size());
+  auto insert = [&](uint64_t k, Chunk c) {
+    B.bytes += int64_t(c->size());
+    B.lru.emplace_front(k, c);
+    B.where[k] = B.lru.begin();
+    while (B.bytes > B.opt.buffer_bytes && !B.lru.empty()) {
+      B.bytes -= int64_t(B.lru.back().second->size());
+      B.where.erase(B.lru.back().first);
+      B.lru.pop_back();
+    }
+  };
+  for (size_t i = 0; i < miss.size();) {
+    size_t j = i + 1;  // a run: same shard and dataset, consecutive chunks
+    while (j < miss.size() && (miss[j] >> 32) == (miss[i] >> 32) && miss[j] == miss[j - 1] + 1) ++j;
+    const size_t s = size_t(miss[i] >> 34);
+    const int kind = int((miss[i] >> 32) & 3);
+    const NoisyCache::Shard& sh = *shards[s];
+    const ChunkedDs& d = sh.ds[kind];
+    const int64_t c0 = int64_t(miss[i] & 0xffffffffULL), c1 = int64_t(miss[j - 1] & 0xffffffffULL) + 1;
+    const int64_t r0 = c0 * d.chunk_rows, r1 = std::min(d.rows, c1 * d.chunk_rows);
+    std::vector<char> all(size_t((r1 - r0) * d.row_bytes()));
+    {
+      std::lock_guard<std::mutex> hl(hdf5_mutex());
+      read_range(d, r0, r1, all.data(), sh.path, ds_name(kind));
+    }
+    ++B.stats.chunk_reads;
+    B.stats.bytes_read += int64_t(all.size());
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t a = (c * d.chunk_rows - r0) * d.row_bytes();
+      const int64_t b = (std::min(d.rows, (c + 1) * d.chunk_rows) - r0) * d.row_bytes();
+      Chunk ch = std::make_shared<const std::vector<char>>(all.begin() + a, all.begin() + b);
+      pinned += int64_t(ch->size());
+      out.emplace(miss[i] + uint64_t(c - c0), ch);
+      insert(miss[i] + uint64_t(c - c0), std::move(ch));
+    }
+    i = j;
+  }
+  B.stats.buffer_bytes = B.bytes;
+  B.stats.peak_buffer_bytes = std::max(B.stats.peak_buffer_bytes, B.bytes);
+  // bytes held at once: the LRU plus this call's pinned chunks that the LRU no longer holds
+  int64_t extra = 0;
+  for (auto& [k, c] : out)
+    if (!B.where.count(k)) extra += int64_t(c->size());
+  B.stats.peak_pinned_bytes = std::max(B.stats.peak_pinned_bytes, B.bytes + extra);
+  (void)pinned;
+  return out;
+}
+
+const char* row_ptr(const Pinned& p, size_t shard, DsKind kind, const ChunkedDs& d, int64_t local) {
+  const int64_t c = local / d.chunk_rows;
+  return p.at(chunk_key(shard, kind, c))->data() + (local - c * d.chunk_rows) * d.row_bytes();
+}
+
+}  // namespace
+
+std::unique_ptr<NoisyCache> NoisyCache::open(const std::string& dir, const CacheExpect& expect,
+                                             const CacheReadOptions& read) {
+  return open_kind(dir, "noisy", expect, read);
 }
 
 std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const std::string& kind,
-                                                  const CacheExpect& expect) {
+                                                  const CacheExpect& expect, const CacheReadOptions& read) {
   quiet_hdf5();
+  std::lock_guard<std::mutex> hl(hdf5_mutex());
   const bool clean = kind == "clean";
   const std::string split = fs::path(clean ? fs::path(dir).parent_path() : fs::path(dir)).filename().string();
   if (clean && !file_exists(dir + "/manifest.json"))
@@ -71,6 +248,7 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
               "it attacks (threat model, DESIGN.md). Training reads cache/SPLIT, never cache/SPLIT/clean; only "
               "evaluation and the clean-data references open clean files, through CleanCache", dir);
   DAEI_CHECK(!clean || (man.value("kind", "") == "clean" && marked), "{}: not a clean-embedding cache", dir);
+  DAEI_CHECK(read.buffer_bytes > 0, "{}: the read buffer must be > 0 bytes", dir);
   std::unique_ptr<NoisyCache> c(new NoisyCache());
   c->dir_ = dir;
   c->rows_ = man.at("rows").get<int64_t>();
@@ -79,6 +257,7 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
   c->noise_seed_ = man.at("noise_seed").get<uint64_t>();
   c->embedder_ = man.at("embedder").get<std::string>();
   c->dtype_ = man.at("dtype").get<std::string>();
+  const std::string corpus_sha = man.value("corpus_sha256", "");
   DAEI_CHECK(man.at("schema").get<int>() == kCacheSchema, "{}: cache schema {} (this daei reads {})", dir,
              man.at("schema").get<int>(), kCacheSchema);
   if (!expect.embedder.empty())
@@ -90,7 +269,27 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
   if (expect.dim >= 0)
     DAEI_CHECK(expect.dim == c->dim_, "{}: dimension mismatch: cache has {}-d vectors, expected {}", dir, c->dim_,
                expect.dim);
+  // The corpus the cache was built from: the run's corpus file by the folder layout, unless named or switched off.
+  if (expect.corpus_file != "-") {
+    std::string cf = expect.corpus_file;
+    if (cf.empty()) {
+      fs::path run = fs::path(dir).parent_path().parent_path();
+      if (clean) run = run.parent_path();
+      cf = (run / "corpus" / (split + ".jsonl")).string();
+    }
+    if (file_exists(cf)) {
+      const std::string got = sha256_file(cf);
+      DAEI_CHECK(got == corpus_sha, "{}: built from another corpus (corpus_sha256 {}…) than {} (SHA-256 {}…): the "
+                 "corpus changed after the cache was built; run `daei cache build --split {}` again into a new run "
+                 "or delete {}", dir, corpus_sha.substr(0, 12), cf, got.substr(0, 12), split, dir);
+    } else {
+      DAEI_CHECK(expect.corpus_file.empty(), "{}: cannot read corpus file {} to check the cache against it", dir,
+                 cf);
+    }
+  }
   int64_t next = 0;
+  const hid_t vec_type = c->dtype_ == "float16" ? f16_type() : H5T_NATIVE_FLOAT;
+  const size_t vec_elem = elem_size(c->dtype_);
   for (const auto& s : man.at("shards")) {
     auto sh = std::make_unique<Shard>();
     sh->path = dir + "/" + s.at("file").get<std::string>();
@@ -122,161 +321,196 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
     DAEI_CHECK(read_attr_i64(root, "row_begin", sh->path) == sh->begin &&
                    read_attr_i64(root, "row_end", sh->path) == sh->end,
                "{}: row range differs from the manifest", sh->path);
-    Hid dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
-    H5Pset_chunk_cache(dapl, 521, 16 << 20, 1.0);
-    sh->vec = Hid(H5Dopen2(sh->file, kind.c_str(), dapl), H5Dclose);
-    sh->ids = Hid(H5Dopen2(sh->file, "ids", H5P_DEFAULT), H5Dclose);
-    sh->text = Hid(H5Dopen2(sh->file, "text", H5P_DEFAULT), H5Dclose);
-    Hid offs(H5Dopen2(sh->file, "text_offsets", H5P_DEFAULT), H5Dclose);
-    if (sh->vec < 0 || sh->ids < 0 || sh->text < 0 || offs < 0) fail_read(sh->path, "its datasets");
-    {
-      Hid sp(H5Dget_space(sh->vec), H5Sclose);
-      hsize_t dims[2] = {0, 0};
-      H5Sget_simple_extent_dims(sp, dims, nullptr);
-      DAEI_CHECK(int64_t(dims[0]) == sh->end - sh->begin && int64_t(dims[1]) == c->dim_,
-                 "{}: dimension mismatch: '{}' is [{}, {}], the manifest says [{}, {}]", sh->path, kind, dims[0],
-                 dims[1], sh->end - sh->begin, c->dim_);
-    }
-    sh->offsets.resize(sh->end - sh->begin + 1);
-    if (H5Dread(offs, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, sh->offsets.data()) < 0)
-      fail_read(sh->path, "text_offsets");
-    sh->half = c->dtype_ == "float16";
+    // The cheap part of `cache verify`: the digests the shard stores against the manifest's (a full verify
+    // re-hashes every row; a shard copied in from another corpus's cache carries that cache's digests).
+    check_eq(sh->path, "corpus_sha256 (the corpus it was built from)", read_attr_str(root, "corpus_sha256", sh->path),
+             corpus_sha);
+    check_eq(sh->path, "content_sha256", read_attr_str(root, "content_sha256", sh->path),
+             s.value("content_sha256", ""));
+    const int64_t n = sh->end - sh->begin;
+    sh->ds[kVec] = open_ds(sh->file, kind.c_str(), vec_type, vec_elem, sh->path);
+    sh->ds[kIds] = open_ds(sh->file, "ids", H5T_NATIVE_INT64, 8, sh->path);
+    sh->ds[kOffs] = open_ds(sh->file, "text_offsets", H5T_NATIVE_INT64, 8, sh->path);
+    sh->ds[kText] = open_ds(sh->file, "text", H5T_NATIVE_UINT8, 1, sh->path);
+    DAEI_CHECK(sh->ds[kVec].rank == 2 && sh->ds[kVec].rows == n && sh->ds[kVec].cols == c->dim_,
+               "{}: dimension mismatch: '{}' is [{}, {}], the manifest says [{}, {}]", sh->path, kind,
+               sh->ds[kVec].rows, sh->ds[kVec].cols, n, c->dim_);
+    DAEI_CHECK(sh->ds[kIds].rows == n && sh->ds[kOffs].rows == n + 1, "{}: ids or text_offsets do not have {} rows",
+               sh->path, n);
     c->shards_.push_back(std::move(sh));
   }
   DAEI_CHECK(next == c->rows_, "{}: shards cover {} rows, the manifest says {}", dir, next, c->rows_);
+  c->buf_ = std::make_unique<Buffer>();
+  c->buf_->opt = read;
   return c;
 }
 
-NoisyCache::~NoisyCache() = default;
-
-namespace {
-
-// Reads sorted local rows [rows] of a 2-d dataset into out (row-major float32 [rows.size(), d]).
-void read_rows(const NoisyCache::Shard& sh, hid_t ds, const std::vector<int64_t>& rows, int64_t d, bool half,
-               float* out, const char* what);
-
-}  // namespace
+NoisyCache::~NoisyCache() {
+  if (buf_ && buf_->worker.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(buf_->qmu);
+      buf_->stop = true;
+    }
+    buf_->qcv.notify_all();
+    buf_->worker.join();
+  }
+  std::lock_guard<std::mutex> hl(hdf5_mutex());  // HDF5 handles close under the lock too
+  shards_.clear();
+}
 
 at::Tensor NoisyCache::noisy_range(int64_t begin, int64_t end) const {
   DAEI_CHECK(0 <= begin && begin <= end && end <= rows_, "{}: rows [{}, {}) outside [0, {})", dir_, begin, end, rows_);
-  std::vector<int64_t> idx(end - begin);
-  for (int64_t i = begin; i < end; ++i) idx[i - begin] = i;
-  return noisy(idx);
+  // Contiguous: read straight into the result (no buffer), one H5Dread per shard.
+  const bool half = dtype_ == "float16";
+  at::Tensor out = torch::empty({end - begin, dim_}, half ? torch::kHalf : torch::kFloat32);
+  if (end == begin) return out.to(torch::kFloat32);
+  char* o = static_cast<char*>(out.data_ptr());
+  const int64_t rb = dim_ * int64_t(elem_size(dtype_));
+  std::lock_guard<std::mutex> hl(hdf5_mutex());
+  for (size_t s = shard_of(begin); s < shards_.size() && shards_[s]->begin < end; ++s) {
+    const Shard& sh = *shards_[s];
+    const int64_t a = std::max(begin, sh.begin), b = std::min(end, sh.end);
+    read_range(sh.ds[kVec], a - sh.begin, b - sh.begin, o + (a - begin) * rb, sh.path, ds_name(kVec));
+  }
+  return half ? out.to(torch::kFloat32) : out;
 }
 
 at::Tensor NoisyCache::noisy(const std::vector<int64_t>& idx) const {
-  std::lock_guard<std::mutex> lk(mu_);
   const int64_t n = idx.size();
-  at::Tensor out = torch::empty({n, dim_}, torch::kFloat32);
-  // order of idx → (shard, local row), read shard by shard in sorted order, scatter back
-  std::vector<int64_t> order(n);
+  std::vector<size_t> sh(n);
+  std::vector<uint64_t> keys(n);
   for (int64_t i = 0; i < n; ++i) {
-    DAEI_CHECK(idx[i] >= 0 && idx[i] < rows_, "{}: row {} outside [0, {})", dir_, idx[i], rows_);
-    order[i] = i;
+    sh[i] = shard_of(idx[i]);
+    const ChunkedDs& d = shards_[sh[i]]->ds[kVec];
+    keys[i] = chunk_key(sh[i], kVec, (idx[i] - shards_[sh[i]]->begin) / d.chunk_rows);
   }
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
-  std::vector<float> buf;
-  size_t s = 0;
-  for (int64_t i = 0; i < n;) {
-    while (idx[order[i]] >= shards_[s]->end) ++s;
-    const Shard& sh = *shards_[s];
-    std::vector<int64_t> local;
-    std::vector<int64_t> dest;
-    int64_t j = i;
-    for (; j < n && idx[order[j]] < sh.end; ++j) {
-      local.push_back(idx[order[j]] - sh.begin);
-      dest.push_back(order[j]);
-    }
-    buf.resize(local.size() * dim_);
-    read_rows(sh, sh.vec, local, dim_, sh.half, buf.data(), "noisy rows");
-    float* o = out.data_ptr<float>();
-    for (size_t k = 0; k < dest.size(); ++k)
-      std::memcpy(o + dest[k] * dim_, buf.data() + k * dim_, dim_ * sizeof(float));
-    i = j;
+  Pinned p = fetch_chunks(*buf_, shards_, keys);
+  const bool half = dtype_ == "float16";
+  at::Tensor out = torch::empty({n, dim_}, half ? torch::kHalf : torch::kFloat32);
+  char* o = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0; i < n; ++i) {
+    const Shard& s = *shards_[sh[i]];
+    const ChunkedDs& d = s.ds[kVec];
+    std::memcpy(o + i * d.row_bytes(), row_ptr(p, sh[i], kVec, d, idx[i] - s.begin), d.row_bytes());
   }
-  return out;
+  return half ? out.to(torch::kFloat32) : out;
 }
-
-namespace {
-
-void read_rows(const NoisyCache::Shard& sh, hid_t ds, const std::vector<int64_t>& rows, int64_t d, bool half,
-               float* out, const char* what) {
-  if (rows.empty()) return;
-  Hid fsp(H5Dget_space(ds), H5Sclose);
-  H5Sselect_none(fsp);
-  // runs of consecutive rows (duplicates are read once per occurrence)
-  size_t i = 0;
-  while (i < rows.size()) {
-    size_t j = i + 1;
-    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
-    hsize_t start[2] = {hsize_t(rows[i]), 0}, count[2] = {hsize_t(j - i), hsize_t(d)};
-    if (rows[i] == (i ? rows[i - 1] : -1)) {
-      // a repeated row: HDF5 selections are sets, so read it separately below
-      break;
-    }
-    H5Sselect_hyperslab(fsp, H5S_SELECT_OR, start, nullptr, count, nullptr);
-    i = j;
-  }
-  if (i < rows.size()) {  // repeats present: simple row-at-a-time path
-    for (size_t k = 0; k < rows.size(); ++k) read_rows(sh, ds, {rows[k]}, d, half, out + k * d, what);
-    return;
-  }
-  hsize_t mdims[2] = {hsize_t(rows.size()), hsize_t(d)};
-  Hid msp(H5Screate_simple(2, mdims, nullptr), H5Sclose);
-  if (half) {
-    at::Tensor h = torch::empty({int64_t(rows.size()), d}, torch::kHalf);
-    if (H5Dread(ds, f16_type(), msp, fsp, H5P_DEFAULT, h.data_ptr()) < 0) fail_read(sh.path, what);
-    at::Tensor f = h.to(torch::kFloat32);
-    std::memcpy(out, f.data_ptr<float>(), rows.size() * d * sizeof(float));
-  } else {
-    if (H5Dread(ds, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, out) < 0) fail_read(sh.path, what);
-  }
-}
-
-std::string read_text(const NoisyCache::Shard& sh, int64_t local) {
-  int64_t a = sh.offsets[local], b = sh.offsets[local + 1];
-  std::string s(b - a, '\0');
-  if (b == a) return s;
-  Hid fsp(H5Dget_space(sh.text), H5Sclose);
-  hsize_t start = a, count = b - a;
-  H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-  Hid msp(H5Screate_simple(1, &count, nullptr), H5Sclose);
-  if (H5Dread(sh.text, H5T_NATIVE_UINT8, msp, fsp, H5P_DEFAULT, s.data()) < 0) fail_read(sh.path, "text");
-  return s;
-}
-
-}  // namespace
 
 std::vector<std::string> NoisyCache::texts(const std::vector<int64_t>& idx) const {
-  std::lock_guard<std::mutex> lk(mu_);
-  std::vector<std::string> out;
-  out.reserve(idx.size());
-  for (int64_t g : idx) {
-    DAEI_CHECK(g >= 0 && g < rows_, "{}: row {} outside [0, {})", dir_, g, rows_);
-    auto it = std::upper_bound(shards_.begin(), shards_.end(), g,
-                               [](int64_t v, const std::unique_ptr<Shard>& s) { return v < s->end; });
-    out.push_back(read_text(**it, g - (*it)->begin));
+  const int64_t n = idx.size();
+  std::vector<size_t> sh(n);
+  std::vector<uint64_t> keys;
+  keys.reserve(2 * n);
+  for (int64_t i = 0; i < n; ++i) {  // the offsets of each row: entries local and local + 1
+    sh[i] = shard_of(idx[i]);
+    const Shard& s = *shards_[sh[i]];
+    const ChunkedDs& d = s.ds[kOffs];
+    const int64_t local = idx[i] - s.begin;
+    keys.push_back(chunk_key(sh[i], kOffs, local / d.chunk_rows));
+    keys.push_back(chunk_key(sh[i], kOffs, (local + 1) / d.chunk_rows));
+  }
+  std::vector<std::pair<int64_t, int64_t>> span(n);
+  {
+    Pinned p = fetch_chunks(*buf_, shards_, keys);
+    keys.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const Shard& s = *shards_[sh[i]];
+      const ChunkedDs& d = s.ds[kOffs];
+      const int64_t local = idx[i] - s.begin;
+      int64_t a, b;
+      std::memcpy(&a, row_ptr(p, sh[i], kOffs, d, local), 8);
+      std::memcpy(&b, row_ptr(p, sh[i], kOffs, d, local + 1), 8);
+      const ChunkedDs& t = s.ds[kText];
+      DAEI_CHECK(0 <= a && a <= b && b <= t.rows, "{}: text_offsets of row {} are [{}, {}) outside the {} text bytes: "
+                 "the shard is damaged; delete it and run `daei cache build` again", s.path, local, a, b, t.rows);
+      span[i] = {a, b};
+      for (int64_t c = a / t.chunk_rows; c * t.chunk_rows < b; ++c) keys.push_back(chunk_key(sh[i], kText, c));
+    }
+  }
+  Pinned p = fetch_chunks(*buf_, shards_, keys);
+  std::vector<std::string> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const ChunkedDs& t = shards_[sh[i]]->ds[kText];
+    auto [a, b] = span[i];
+    std::string& str = out[i];
+    str.resize(size_t(b - a));
+    for (int64_t pos = a; pos < b;) {  // a text may cross chunk boundaries
+      const int64_t c = pos / t.chunk_rows, ce = std::min(b, (c + 1) * t.chunk_rows);
+      std::memcpy(str.data() + (pos - a), p.at(chunk_key(sh[i], kText, c))->data() + (pos - c * t.chunk_rows),
+                  size_t(ce - pos));
+      pos = ce;
+    }
   }
   return out;
 }
 
 std::vector<int64_t> NoisyCache::ids(const std::vector<int64_t>& idx) const {
-  std::lock_guard<std::mutex> lk(mu_);
-  std::vector<int64_t> out;
-  for (int64_t g : idx) {
-    DAEI_CHECK(g >= 0 && g < rows_, "{}: row {} outside [0, {})", dir_, g, rows_);
-    auto it = std::upper_bound(shards_.begin(), shards_.end(), g,
-                               [](int64_t v, const std::unique_ptr<Shard>& s) { return v < s->end; });
-    const Shard& sh = **it;
-    Hid fsp(H5Dget_space(sh.ids), H5Sclose);
-    hsize_t start = g - sh.begin, count = 1;
-    H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-    Hid msp(H5Screate_simple(1, &count, nullptr), H5Sclose);
-    int64_t v;
-    if (H5Dread(sh.ids, H5T_NATIVE_INT64, msp, fsp, H5P_DEFAULT, &v) < 0) fail_read(sh.path, "ids");
-    out.push_back(v);
+  const int64_t n = idx.size();
+  std::vector<size_t> sh(n);
+  std::vector<uint64_t> keys(n);
+  for (int64_t i = 0; i < n; ++i) {
+    sh[i] = shard_of(idx[i]);
+    keys[i] = chunk_key(sh[i], kIds, (idx[i] - shards_[sh[i]]->begin) / shards_[sh[i]]->ds[kIds].chunk_rows);
+  }
+  Pinned p = fetch_chunks(*buf_, shards_, keys);
+  std::vector<int64_t> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const Shard& s = *shards_[sh[i]];
+    std::memcpy(&out[i], row_ptr(p, sh[i], kIds, s.ds[kIds], idx[i] - s.begin), 8);
   }
   return out;
+}
+
+void NoisyCache::prefetch(const std::vector<int64_t>& idx, bool with_texts) const {
+  Buffer& B = *buf_;
+  if (!B.opt.read_ahead || idx.empty()) return;
+  for (int64_t g : idx) DAEI_CHECK(g >= 0 && g < rows_, "{}: row {} outside [0, {})", dir_, g, rows_);
+  {
+    std::lock_guard<std::mutex> lk(B.qmu);
+    B.req = idx;
+    B.req_texts = with_texts;
+    B.has_req = true;
+    if (!B.worker.joinable()) {
+      B.worker = std::thread([this] {
+        Buffer& W = *buf_;
+        for (;;) {
+          std::vector<int64_t> rows;
+          bool t = false;
+          {
+            std::unique_lock<std::mutex> lk(W.qmu);
+            W.qcv.wait(lk, [&] { return W.stop || W.has_req; });
+            if (W.stop) return;
+            rows.swap(W.req);
+            t = W.req_texts;
+            W.has_req = false;
+            W.busy = true;
+          }
+          try {  // errors surface when the rows are read for real
+            noisy(rows);
+            if (t) texts(rows);
+          } catch (const std::exception&) {
+          }
+          {
+            std::lock_guard<std::mutex> lk(W.qmu);
+            W.busy = false;
+          }
+          W.qcv.notify_all();
+        }
+      });
+    }
+  }
+  B.qcv.notify_all();
+}
+
+void NoisyCache::wait_prefetch() const {
+  Buffer& B = *buf_;
+  std::unique_lock<std::mutex> lk(B.qmu);
+  B.qcv.wait(lk, [&] { return B.stop || (!B.busy && !B.has_req); });
+}
+
+CacheReadStats NoisyCache::read_stats() const {
+  std::lock_guard<std::mutex> lk(buf_->mu);
+  return buf_->stats;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -284,7 +518,7 @@ std::vector<int64_t> NoisyCache::ids(const std::vector<int64_t>& idx) const {
 
 std::unique_ptr<CleanCache> CleanCache::open(const std::string& cache_dir, OfflineEvalOnly) {
   std::unique_ptr<CleanCache> c(new CleanCache());
-  c->impl_ = NoisyCache::open_kind(cache_dir + "/clean", "clean", {});
+  c->impl_ = NoisyCache::open_kind(cache_dir + "/clean", "clean", {}, {});
   return c;
 }
 
@@ -300,6 +534,7 @@ std::vector<std::string> CleanCache::texts(const std::vector<int64_t>& idx) cons
 
 VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
   quiet_hdf5();
+  std::lock_guard<std::mutex> hl(hdf5_mutex());
   const std::string dir = clean ? cache_dir + "/clean" : cache_dir;
   const std::string split = fs::path(cache_dir).filename().string();
   json man = read_manifest(dir, split);

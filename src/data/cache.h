@@ -15,7 +15,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,6 +29,7 @@ class Communicator;
 class NoisyEmbedder;
 
 constexpr int kCacheSchema = 1;
+#define DAEI_CACHE_READ_AHEAD 1  // NoisyCache has CacheReadOptions, prefetch() and read_stats()
 
 struct CacheBuildOptions {
   std::string split;           // train, val, test, ood-fortunes, ...
@@ -38,6 +38,7 @@ struct CacheBuildOptions {
   int64_t shard_rows = 20000;
   int64_t batch_size = 256;    // texts per embedder call
   std::string dtype = "float16";  // float16 | float32
+  int64_t chunk_kb = 64;       // HDF5 chunk size: a random row read costs one chunk (see CacheReadOptions)
   bool clean = false;          // also write clean/ (offline evaluation only)
   bool clean_train_reference = false;  // allow clean embeddings of the training split (clean-to-clean reference)
   double max_rows_per_s = 0;   // per-rank query rate limit (0 = none): be gentle with a remote service
@@ -68,19 +69,48 @@ struct CacheExpect {
   std::string embedder;
   double sigma = -1;
   int64_t dim = -1;
+  // The corpus the cache must have been built from (its SHA-256 is compared with the manifest's corpus_sha256).
+  // Empty: the run's corpus by the folder layout (runs/NAME/corpus/SPLIT.jsonl next to runs/NAME/cache/SPLIT),
+  // checked when that file exists; "-": not checked.
+  std::string corpus_file;
+};
+
+// How the reader buffers rows. Reads are chunk-aligned: the rows a call asks for are sorted, grouped by shard and
+// by HDF5 chunk, each needed run of chunks is read once, and the rows are scattered back into request order.
+// Decoded chunks stay in an LRU of at most buffer_bytes (plus the chunks the call in progress holds), whatever the
+// corpus size; HDF5's own per-dataset chunk caches are off (they grew with the number of shards).
+struct CacheReadOptions {
+  int64_t buffer_bytes = int64_t(64) << 20;
+  bool read_ahead = true;  // prefetch() loads rows on a background thread; false: prefetch() does nothing
+};
+
+struct CacheReadStats {
+  int64_t chunk_hits = 0, chunk_misses = 0, chunk_reads = 0;  // chunk_reads: H5Dread calls (one per run of chunks)
+  int64_t bytes_read = 0;       // decoded bytes read from the shards
+  int64_t buffer_bytes = 0;     // bytes in the LRU now
+  int64_t peak_buffer_bytes = 0;   // most bytes the LRU held after any call
+  int64_t peak_pinned_bytes = 0;   // most bytes held at once by the LRU and the calls in progress
 };
 
 // The training reader. Refuses offline_eval_only files with an error that explains the threat model.
 class NoisyCache final : public NoisyDataset {
  public:
   // cache_dir = runs/NAME/cache/SPLIT. Checks the manifest and that every shard agrees with it.
-  static std::unique_ptr<NoisyCache> open(const std::string& cache_dir, const CacheExpect& expect = {});
+  // Also checks what `cache verify` checks that is cheap: each shard's stored content digest and corpus hash
+  // against the manifest, and the manifest's corpus hash against the run's corpus file (see CacheExpect).
+  static std::unique_ptr<NoisyCache> open(const std::string& cache_dir, const CacheExpect& expect = {},
+                                          const CacheReadOptions& read = {});
   ~NoisyCache() override;
   int64_t size() const override { return rows_; }
   int64_t dim() const override { return dim_; }
   double sigma() const override { return sigma_; }
   at::Tensor noisy(const std::vector<int64_t>& idx) const override;       // float32 [n, d]
   std::vector<std::string> texts(const std::vector<int64_t>& idx) const override;
+  // Read-ahead: loads the chunks of rows idx (and of their texts when with_texts) into the buffer on a background
+  // thread and returns at once. At most one request waits; a newer one replaces it.
+  void prefetch(const std::vector<int64_t>& idx, bool with_texts) const override;
+  void wait_prefetch() const;  // until no read-ahead is running or waiting (tests, benchmarks)
+  CacheReadStats read_stats() const;
   at::Tensor noisy_range(int64_t begin, int64_t end) const;                // float32 rows [begin, end)
   at::Tensor all_noisy() const { return noisy_range(0, rows_); }
   std::vector<int64_t> ids(const std::vector<int64_t>& idx) const;         // corpus ids of rows
@@ -89,16 +119,18 @@ class NoisyCache final : public NoisyDataset {
   uint64_t noise_seed() const { return noise_seed_; }
 
   struct Shard;
+  struct Buffer;
  private:
   NoisyCache() = default;
   static std::unique_ptr<NoisyCache> open_kind(const std::string& dir, const std::string& kind,
-                                               const CacheExpect& expect);
+                                               const CacheExpect& expect, const CacheReadOptions& read);
+  size_t shard_of(int64_t row) const;
   std::vector<std::unique_ptr<Shard>> shards_;
   int64_t rows_ = 0, dim_ = 0;
   double sigma_ = 0;
   uint64_t noise_seed_ = 0;
   std::string embedder_, dtype_, dir_;
-  mutable std::mutex mu_;  // the serial HDF5 library is not thread-safe
+  std::unique_ptr<Buffer> buf_;  // the chunk LRU, its lock and the read-ahead thread
   friend class CleanCache;
 };
 

@@ -43,6 +43,7 @@ CacheBuildOptions CacheBuildOptions::from_config(const Config& cfg, const std::s
   o.shard_rows = cfg.integer("cache.shard_rows");
   o.batch_size = cfg.integer("cache.batch_size");
   o.dtype = cfg.str("cache.dtype");
+  o.chunk_kb = cfg.integer("cache.chunk_kb");
   o.clean_train_reference = cfg.flag("cache.clean_train_reference");
   o.max_rows_per_s = cfg.real("cache.max_rows_per_s");
   return o;
@@ -177,7 +178,9 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   DAEI_CHECK(opt.dtype == "float16" || opt.dtype == "float32", "cache.dtype must be float16 or float32, got '{}'",
              opt.dtype);
   const std::string clean_dir = opt.cache_dir + "/clean";
+  DAEI_CHECK(opt.chunk_kb > 0, "cache.chunk_kb must be > 0");
   ShardMeta base{"noisy", opt.split, emb.id(), opt.dtype, "", emb.sigma(), emb.seed(), 0, 0, 0};
+  base.chunk_bytes = opt.chunk_kb << 10;
 
   // Rank 0 checks and plans; every rank gets the plan (or the error) by broadcast.
   Plan plan;

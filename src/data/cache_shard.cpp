@@ -146,13 +146,14 @@ double read_attr_f64(hid_t obj, const char* name, const std::string& path) {
   return v;
 }
 
-// 1-d or 2-d chunked dataset with fletcher32, chunk ≈ 1 MB of rows.
+// 1-d or 2-d chunked dataset with fletcher32, chunk ≈ chunk_bytes of rows (cache.chunk_kb). The reader reads
+// whole chunks (fletcher32 covers a chunk), so the chunk size is what one random row costs to read.
 void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type, size_t elem, int64_t rows,
-                   int64_t cols, const void* data) {
+                   int64_t cols, const void* data, int64_t chunk_bytes) {
   const int rank = cols > 0 ? 2 : 1;
   hsize_t dims[2] = {hsize_t(rows), hsize_t(std::max<int64_t>(cols, 1))};
   int64_t row_bytes = int64_t(elem) * std::max<int64_t>(cols, 1);
-  hsize_t chunk[2] = {hsize_t(std::clamp<int64_t>((1 << 20) / row_bytes, 1, rows)), dims[1]};
+  hsize_t chunk[2] = {hsize_t(std::clamp<int64_t>(chunk_bytes / row_bytes, 1, rows)), dims[1]};
   Hid sp(H5Screate_simple(rank, dims, nullptr), H5Sclose);
   Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_chunk(dcpl, rank, chunk);
@@ -197,11 +198,11 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
   {
     Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
     DAEI_CHECK(f >= 0, "cannot create {} ({})", tmp, h5_error());
-    write_dataset(f, "ids", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n, 0, ids.data());
+    write_dataset(f, "ids", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n, 0, ids.data(), m.chunk_bytes);
     hid_t vt = m.dtype == "float16" ? f16_type() : H5T_IEEE_F32LE;
-    write_dataset(f, m.kind.c_str(), vt, vt, es, n, d, stored.data_ptr());
-    write_dataset(f, "text", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, int64_t(blob.size()), 0, blob.data());
-    write_dataset(f, "text_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n + 1, 0, offsets.data());
+    write_dataset(f, m.kind.c_str(), vt, vt, es, n, d, stored.data_ptr(), m.chunk_bytes);
+    write_dataset(f, "text", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, int64_t(blob.size()), 0, blob.data(), m.chunk_bytes);
+    write_dataset(f, "text_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n + 1, 0, offsets.data(), m.chunk_bytes);
     Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
     attr_i64(root, "schema", kCacheSchema);
     attr_str(root, "kind", m.kind);

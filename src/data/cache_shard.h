@@ -41,6 +41,7 @@ struct ShardMeta {
   double sigma = 0;
   uint64_t noise_seed = 0;
   int64_t dim = 0, row_begin = 0, row_end = 0;
+  int64_t chunk_bytes = int64_t(1) << 20;  // HDF5 chunk size of each dataset (cache.chunk_kb); not an attribute
 };
 
 void quiet_hdf5();
@@ -57,7 +58,7 @@ std::string read_attr_str(hid_t obj, const char* name, const std::string& path);
 int64_t read_attr_i64(hid_t obj, const char* name, const std::string& path);
 double read_attr_f64(hid_t obj, const char* name, const std::string& path);
 void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type, size_t elem, int64_t rows,
-                   int64_t cols, const void* data);
+                   int64_t cols, const void* data, int64_t chunk_bytes = int64_t(1) << 20);
 size_t elem_size(const std::string& dtype);
 void hash_row(Sha256& h, int64_t id, const void* vec, size_t vec_bytes, const char* text, uint64_t len);
 std::string write_shard(const std::string& path, const ShardMeta& m, const std::vector<int64_t>& ids,

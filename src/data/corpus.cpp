@@ -372,6 +372,59 @@ class SplitWriter {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------------------------
+// Reaching a given size from the real sources (corpus.synthesize_to)
+
+void split_clauses(const std::string& text, std::vector<std::string>& out) {
+  // Clauses end at ",", ";" or ":" followed by a space (the mark is dropped); the final one keeps its end
+  // punctuation. A piece of fewer than two words is glued to the next one (the last to the one before).
+  std::vector<std::string> pieces;
+  std::string cur;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if ((c == ',' || c == ';' || c == ':') && i + 1 < text.size() && text[i + 1] == ' ' && count_words(cur) >= 2) {
+      pieces.push_back(cur);
+      cur.clear();
+      ++i;  // the space
+      continue;
+    }
+    cur += c;
+  }
+  if (!cur.empty()) {
+    if (count_words(cur) < 2 && !pieces.empty())
+      pieces.back() += text[text.size() - cur.size() - 2] + std::string(" ") + cur;
+    else
+      pieces.push_back(cur);
+  }
+  for (auto& p : pieces)
+    if (count_words(p) >= 2) out.push_back(std::move(p));
+}
+
+int64_t synthesize_clauses(const std::vector<std::string>& clauses, int64_t n, uint64_t seed, int64_t min_words,
+                           int64_t max_words, int64_t max_chars, const std::function<void(std::string)>& emit) {
+  if (clauses.size() < 2 || n <= 0) return 0;
+  SplitMix rng(splitmix64(seed ^ 0x5E7F11E5ULL));
+  int64_t made = 0, tries = 0;
+  const int64_t max_tries = 20 * n + 1000;
+  while (made < n && tries++ < max_tries) {
+    // 2 clauses (3 with probability 1/4), joined by ", " or "; ", the text ends with the last clause's ending
+    const int k = rng.below(4) == 0 ? 3 : 2;
+    std::string t;
+    for (int j = 0; j < k; ++j) {
+      std::string c = clauses[rng.below(clauses.size())];
+      if (j + 1 < k)
+        while (!c.empty() && std::strchr(".!?;:,", c.back())) c.pop_back();
+      if (j > 0) t += rng.below(3) == 0 ? "; " : ", ";
+      t += c;
+    }
+    const int64_t w = count_words(t);
+    if (w < min_words || w > max_words || int64_t(t.size()) > max_chars) continue;
+    emit(std::move(t));
+    ++made;
+  }
+  return made;
+}
+
 CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
   auto t0 = std::chrono::steady_clock::now();
   CorpusStats st;
@@ -392,6 +445,11 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
   }
   std::vector<std::string> source_names;
 
+  // corpus.synthesize_to: clauses of the in-domain texts, recombined below (see synthesize_clauses).
+  const int64_t synth_to = cfg.integer("corpus.synthesize_to");
+  std::vector<std::string> clauses;
+  int64_t real_kept = 0;
+  bool collect_clauses = false;
   auto run_sources = [&](const std::vector<std::string>& sources, int64_t extra_max_chars,
                          ExternalSorter& sorter) {
     for (const auto& src : sources) {
@@ -429,6 +487,10 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
           return;
         }
         uint64_t key = splitmix64(seed ^ hash_key(norm));
+        if (collect_clauses) {
+          ++real_kept;
+          split_clauses(norm, clauses);
+        }
         sorter.add(Rec{key, sid, std::move(norm)});
         norm.clear();
       });
@@ -441,16 +503,39 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
   DAEI_CHECK(!sources.empty(), "corpus.sources and corpus.files are both empty: nothing to build a corpus from");
   const int64_t n_test = cfg.integer("corpus.test_size"), n_val = cfg.integer("corpus.val_size");
   const int64_t n_train_cfg = cfg.integer("corpus.train_size"), cap = cfg.integer("corpus.max_examples");
+  DAEI_CHECK(synth_to >= 0, "corpus.synthesize_to must be >= 0, got {}", synth_to);
+  DAEI_CHECK(synth_to == 0 || cap == 0 || synth_to <= cap, "corpus.synthesize_to ({}) is above corpus.max_examples ({})",
+             synth_to, cap);
+  DAEI_CHECK(synth_to == 0 || n_train_cfg == 0, "corpus.synthesize_to sets the total size; leave corpus.train_size 0");
   std::vector<std::unique_ptr<SplitWriter>> writers;
   {
     ExternalSorter sorter(tmp, budget);
+    collect_clauses = synth_to > 0;
     run_sources(sources, 0, sorter);
+    collect_clauses = false;
+    if (synth_to > real_kept) {
+      // Recombined clauses of the real texts, seeded; the sort below shuffles them in with the real texts and
+      // drops duplicates (of each other and of real texts). A few percent extra covers the duplicates; the cap
+      // then cuts the merged stream at exactly synthesize_to.
+      const uint16_t sid = uint16_t(source_names.size());
+      source_names.push_back("synth");
+      const int64_t want = (synth_to - real_kept) + (synth_to - real_kept) / 50 + 1000;
+      int64_t made = synthesize_clauses(clauses, want, seed, min_words, max_words, max_chars, [&](std::string t) {
+        uint64_t key = splitmix64(seed ^ hash_key(t));
+        sorter.add(Rec{key, sid, std::move(t)});
+      });
+      st.read["synth"] = made;
+      LOG_INFO("[corpus] synthesize_to {}: {} real texts, {} clauses, {} recombined texts generated", synth_to,
+               real_kept, clauses.size(), made);
+    }
+    std::vector<std::string>().swap(clauses);
+    const int64_t cap_in = synth_to > 0 ? synth_to : cap;
     auto& test = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/test.jsonl"));
     auto& val = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/val.jsonl"));
     auto& train = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/train.jsonl"));
     int64_t total = 0;
     st.duplicates += sorter.merge([&](const Rec& r) {
-      if (cap > 0 && total >= cap) return false;
+      if (cap_in > 0 && total >= cap_in) return false;
       if (test.rows() < n_test) test.add(r.text, source_names[r.source]);
       else if (val.rows() < n_val) val.add(r.text, source_names[r.source]);
       else if (n_train_cfg > 0 && train.rows() >= n_train_cfg) return false;
@@ -461,6 +546,9 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
     DAEI_CHECK(total > 0, "corpus: no usable text in {} (read {}, invalid UTF-8 {}, empty {}, too short {}, too long {})",
                fmt::join(sources, ", "), [&] { int64_t n = 0; for (auto& [k, v] : st.read) n += v; return n; }(),
                st.invalid_utf8, st.empty, st.too_short, st.too_long);
+    if (synth_to > 0 && total < synth_to)
+      LOG_WARN("[corpus] synthesize_to {}: only {} distinct texts (too many duplicates among the recombinations)",
+               synth_to, total);
     if (test.rows() < n_test || val.rows() < n_val || train.rows() == 0)
       LOG_WARN("[corpus] only {} usable texts: test {}, val {}, train {}", total, test.rows(), val.rows(),
                train.rows());

@@ -39,6 +39,13 @@ void read_user_file(const std::string& path, const std::string& field, int64_t c
 // common abbreviations such as Mr. and U.S. do not end a sentence).
 std::vector<std::string> split_sentences(const std::string& text);
 
+// corpus.synthesize_to (a scale benchmark on real words): the in-domain texts are cut into clauses (at ", ", "; ",
+// ": "), and seeded recombinations of 2 or 3 clauses (within the length filter) are added until the in-domain
+// total reaches the target; the external sort shuffles them in and drops duplicates. Each row's "source" is "synth".
+void split_clauses(const std::string& text, std::vector<std::string>& out);
+int64_t synthesize_clauses(const std::vector<std::string>& clauses, int64_t n, uint64_t seed, int64_t min_words,
+                           int64_t max_words, int64_t max_chars, const std::function<void(std::string)>& emit);
+
 // Builds every split into out_dir (each written to a temporary name and renamed). Throws Error naming the file
 // for an unreadable source or when no usable text is left.
 CorpusStats build_corpus(const Config& cfg, const std::string& out_dir);

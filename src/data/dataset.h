@@ -18,6 +18,12 @@ class NoisyDataset {
   // float32 [idx.size(), dim]; every index in [0, size()).
   virtual at::Tensor noisy(const std::vector<int64_t>& idx) const = 0;
   virtual std::vector<std::string> texts(const std::vector<int64_t>& idx) const = 0;
+  // A hint: rows idx (and their texts when with_texts) will be read next; a reader may load them in the
+  // background. The default does nothing. Results never depend on it.
+  virtual void prefetch(const std::vector<int64_t>& idx, bool with_texts) const {
+    (void)idx;
+    (void)with_texts;
+  }
 };
 
 // Rows held in memory (tests, small evaluation sets).
