@@ -110,9 +110,14 @@ MPI_Comm g_error_comm = MPI_COMM_NULL;
 void refuse_multi_rank_launch(const SubcommandSpec& spec) {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
     const char* n = std::getenv(v);
-    if (n && std::atoi(n) > 1)
+    if (n && std::atoi(n) > 1) {
+      // MPI is not started, so the ranks cannot agree on who reports: the launcher's rank 0 does, the others
+      // leave quietly with the same exit code.
+      for (const char* r : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+        if (const char* x = std::getenv(r); x && std::atoi(x) != 0) std::exit(kExitUsage);
       throw UsageError(fmt::format("`daei {}` is a single-process command: run it without mpirun ({}={})",
                                    fmt::join(spec.path, " "), v, n));
+    }
   }
 }
 

@@ -29,10 +29,12 @@ Kind kind_of(const YAML::Node& n) {
   if (low == "true" || low == "false") return Kind::Bool;
   char* end = nullptr;
   errno = 0;
+  // The whole scalar must be the number: a NUL inside it would end strtoll's view of it early (found by fuzzing).
+  const char* const stop = s.c_str() + s.size();
   (void)std::strtoll(s.c_str(), &end, 10);
-  if (!s.empty() && *end == '\0' && errno == 0) return Kind::Int;
+  if (!s.empty() && end == stop && errno == 0) return Kind::Int;
   (void)std::strtod(s.c_str(), &end);
-  if (!s.empty() && *end == '\0') return Kind::Float;
+  if (!s.empty() && end == stop) return Kind::Float;
   return Kind::String;
 }
 
@@ -83,7 +85,7 @@ void merge_into(YAML::Node base, const YAML::Node& overlay, const std::string& p
       throw UsageError(fmt::format("{}: unknown config key '{}'{}", source, path, suggest(base, prefix, key)));
     }
     YAML::Node dst = base[key];
-    const YAML::Node& src = it->second;
+    const YAML::Node src = it->second;  // a copy: it->second lives in a temporary proxy (ASan: use after scope)
     Kind want = kind_of(dst), got = kind_of(src);
     if (want == Kind::Map) {
       if (got != Kind::Map)

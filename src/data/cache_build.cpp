@@ -1,5 +1,6 @@
 #include "data/cache.h"
 #include "data/cache_shard.h"
+#include "data/cache_manifest.h"
 
 #include <hdf5.h>
 
@@ -208,7 +209,15 @@ json make_manifest(const std::string& dir, const ShardMeta& base, int64_t rows, 
 bool manifest_complete(const std::string& dir, const ShardMeta& base, int64_t rows, int64_t shard_rows) {
   const std::string p = dir + "/manifest.json";
   if (!file_exists(p)) return false;
-  json m = json::parse(read_file(p));
+  json m;
+  try {
+    m = parse_cache_manifest(read_file(p), p);
+  } catch (const std::exception& e) {
+    // Shards are checked one by one below (identity, then every byte), so nothing is lost by rebuilding it.
+    LOG_WARN("[cache] {}; treating the cache as incomplete: every shard is verified, damaged ones rebuilt",
+             e.what());
+    return false;
+  }
   const bool same = m.value("embedder", "") == base.embedder && m.value("sigma", -1.0) == base.sigma &&
                     m.value("noise_seed", uint64_t(0)) == base.noise_seed && m.value("dtype", "") == base.dtype &&
                     m.value("corpus_sha256", "") == base.corpus_sha256 && m.value("rows", int64_t(-1)) == rows &&

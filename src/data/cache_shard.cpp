@@ -1,5 +1,6 @@
 #include "data/cache_shard.h"
 #include "data/cache.h"
+#include "data/cache_manifest.h"
 
 #include <hdf5.h>
 #include <sys/statvfs.h>
@@ -272,11 +273,7 @@ json read_manifest(const std::string& dir, const std::string& split_hint) {
   if (!file_exists(p))
     DAEI_FAIL("{}: incomplete: manifest.json missing — run `daei cache build --split {}` again to resume", dir,
               split_hint);
-  try {
-    return json::parse(read_file(p));
-  } catch (const json::exception& e) {
-    DAEI_FAIL("{}: not valid JSON ({}); run `daei cache build` again", p, e.what());
-  }
+  return parse_cache_manifest(read_file(p), p);
 }
 
 }  // namespace cache_detail
