@@ -126,6 +126,12 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   if (spec.single_process) {
     refuse_multi_rank_launch(spec);
   } else {
+    // Started without a launcher (a singleton): keep MPI off the network. No TCP transport between ranks (there
+    // are none) and no supporting daemon, so nothing listens on 0.0.0.0 / [::]. A user's own setting wins.
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("PMI_RANK")) {
+      ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+      ::setenv("OMPI_MCA_btl", "self", 0);
+    }
     ctx.proc = MpiProcess::init(&argc, &argv);
     if (ctx.proc.world > 1) MPI_Comm_dup(MPI_COMM_WORLD, &g_error_comm);
     // A rank whose launcher (mpirun / orted) is killed exits at once instead of lingering.

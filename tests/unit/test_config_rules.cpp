@@ -83,7 +83,7 @@ TEST(ConfigRules, IssueCasesAreRefusedNamingTheKey) {
   EXPECT_TRUE(has(refusal("", {"log.level=loud"}), "must be one of trace, debug, info, warn, error"));
   // Boundaries that are allowed.
   for (std::string ok : {"server.port=0", "server.port=65535", "stage1.steps=1", "embedder.sigma=0",
-                         "corpus.test_size=0", "run.name=my-run.2", "log.level=warn", "embedder.preset="})
+                         "corpus.test_size=0", "run.name=my-run.2", "log.level=warn", "embedder.preset=\"\""})
     EXPECT_EQ(refusal("", {ok}), "") << ok;
 }
 
