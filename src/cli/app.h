@@ -30,6 +30,13 @@ struct SubcommandSpec {
   std::function<void(CLI::App&)> add_options;  // subcommand-specific flags bound to file-static variables
   std::function<int(Context&)> run;
   bool uses_run_dir = true;       // save config.yaml and log to run_dir/daei.log
+  // One process, no MPI (embed, serve-embedder, estimate-sigma): MPI is not initialised, so no MPI networking
+  // (TCP listeners on every interface) is started; under mpirun with more than one rank the command refuses.
+  bool single_process = false;
+  // Checks of the command's own flags and of the config against them (every rank, the same way), run after the
+  // config is loaded and validated and before anything is written: a UsageError here leaves the run directory
+  // untouched. (A UsageError thrown later by `run` restores config.yaml as it was.)
+  std::function<void(Context&)> validate;
 };
 
 int register_subcommand(SubcommandSpec spec);

@@ -58,7 +58,7 @@ DAEI_SUBCOMMAND(SubcommandSpec{
       a.add_option("--text", g_texts, "a text to embed (repeatable)")->required();
       a.add_flag("--json", g_embed_json, "one JSON object a line: {text, clean, noisy}");
     },
-    run_embed, /*uses_run_dir=*/false});
+    run_embed, /*uses_run_dir=*/false, /*single_process=*/true});
 
 int g_port = -1;
 std::string g_host;
@@ -90,7 +90,7 @@ DAEI_SUBCOMMAND(SubcommandSpec{
       a.add_option("--port", g_port, "port (default server.port; 0 picks a free one)");
       a.add_option("--host", g_host, "address to bind (default server.host = 127.0.0.1)");
     },
-    run_serve, /*uses_run_dir=*/false});
+    run_serve, /*uses_run_dir=*/false, /*single_process=*/true});
 
 bool g_sigma_json = false;
 int64_t g_repeats = 0;
@@ -122,7 +122,7 @@ DAEI_SUBCOMMAND(SubcommandSpec{
       a.add_flag("--json", g_sigma_json, "one JSON line: sigma_hat, rel_se, queries, ...");
       a.add_option("--repeats", g_repeats, "queries per calibration text (default estimate.repeats)");
     },
-    run_estimate, /*uses_run_dir=*/false});
+    run_estimate, /*uses_run_dir=*/false, /*single_process=*/true});
 
 }  // namespace
 }  // namespace daei::cli

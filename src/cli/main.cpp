@@ -3,12 +3,18 @@
 #include <hdf5.h>
 #include <mpi.h>
 #include <torch/version.h>
+#include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <fmt/ranges.h>
 #include <map>
+#include <new>
+#include <optional>
+#include <thread>
 
 #include "build_info.h"
 #include "cli/app.h"
@@ -16,6 +22,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "core/signals.h"
 #ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
@@ -64,11 +71,15 @@ std::string current_git_rev() { return DAEI_GIT_REV; }  // the build's commit (+
 
 // The run directory keeps the resolved config. When a later command (a resume, the next stage) runs with a
 // different one, say which keys changed before replacing it, so a silent change of σ or model size shows in the log.
-void save_config_noting_changes(const Context& ctx) {
+// Returns the previous file's bytes (nullopt: there was none), so that a refusal can put it back.
+std::optional<std::string> save_config_noting_changes(const Context& ctx) {
   const std::string path = ctx.run_dir + "/config.yaml";
+  std::optional<std::string> before_text;
   if (file_exists(path)) {
     try {
-      auto before = Config::load(path, {});
+      before_text = read_file(path);
+      Config before = Config::defaults();
+      before.merge_yaml(YAML::Load(*before_text), path);
       auto changed = Config::diff(before, ctx.config);
       if (!changed.empty()) {
         std::string keys;
@@ -80,21 +91,55 @@ void save_config_noting_changes(const Context& ctx) {
     }
   }
   ctx.config.save(path);
+  return before_text;
+}
+
+// A private communicator on which failing ranks find out whether every rank failed (then rank 0 alone reports)
+// or only some (then each reports and the job is aborted: the others may be waiting in a collective).
+MPI_Comm g_error_comm = MPI_COMM_NULL;
+
+// Single-process commands run without MPI; refuse them under a multi-rank launch (each rank would serve, bind…).
+void refuse_multi_rank_launch(const SubcommandSpec& spec) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
+    const char* n = std::getenv(v);
+    if (n && std::atoi(n) > 1) {
+      // MPI is not started, so the ranks cannot agree on who reports: the launcher's rank 0 does, the others
+      // leave quietly with the same exit code.
+      for (const char* r : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+        if (const char* x = std::getenv(r); x && std::atoi(x) != 0) std::exit(kExitUsage);
+      throw UsageError(fmt::format("`daei {}` is a single-process command: run it without mpirun ({}={})",
+                                   fmt::join(spec.path, " "), v, n));
+    }
+  }
 }
 
 int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, char** argv) {
   Context ctx;
-  ctx.proc = MpiProcess::init(&argc, &argv);
+  if (spec.single_process) {
+    refuse_multi_rank_launch(spec);
+  } else {
+    // Started without a launcher (a singleton): keep MPI off the network. No TCP transport between ranks (there
+    // are none) and no supporting daemon, so nothing listens on 0.0.0.0 / [::]. A user's own setting wins.
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("PMI_RANK")) {
+      ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+      ::setenv("OMPI_MCA_btl", "self", 0);
+    }
+    ctx.proc = MpiProcess::init(&argc, &argv);
+    if (ctx.proc.world > 1) MPI_Comm_dup(MPI_COMM_WORLD, &g_error_comm);
+    // A rank whose launcher (mpirun / orted) is killed exits at once instead of lingering.
+    signals::exit_when_launcher_dies();
+  }
   logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks);
-  ctx.config = Config::load(opt.config_file, opt.sets);
+  ctx.config = Config::load(opt.config_file, opt.sets);  // validated: a bad value stops here, nothing written
   if (opt.dump_config) {
     if (ctx.proc.rank == 0) std::cout << ctx.config.dump();
     return kExitOk;
   }
   logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks || ctx.config.flag("log.all_ranks"),
                 ctx.config.str("log.level"));
-  ctx.comm = make_communicator(ctx.config, ctx.proc);
+  ctx.comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(ctx.config, ctx.proc);
   ctx.run_dir = (std::filesystem::path(ctx.config.str("run.root")) / ctx.config.str("run.name")).string();
+  if (spec.validate) spec.validate(ctx);
   if (spec.uses_run_dir && ctx.proc.rank == 0) {
     make_dirs(ctx.run_dir);
     logging::add_file(ctx.run_dir + "/daei.log");
@@ -108,8 +153,73 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   std::string map;
   for (auto& h : hosts) map += (map.empty() ? "" : ", ") + h;
   LOG_INFO("[dist] {} backend, world {}: {}", ctx.comm->kind(), ctx.comm->size(), map);
-  if (spec.uses_run_dir && ctx.proc.rank == 0) save_config_noting_changes(ctx);
-  return spec.run(ctx);
+  std::optional<std::string> previous;
+  const bool saved = spec.uses_run_dir && ctx.proc.rank == 0;
+  if (saved) previous = save_config_noting_changes(ctx);
+  try {
+    return spec.run(ctx);
+  } catch (const UsageError&) {
+    // Refused: the run directory keeps the config it had.
+    if (saved) {
+      const std::string path = ctx.run_dir + "/config.yaml";
+      try {
+        if (previous)
+          write_file_atomic(path, *previous);
+        else
+          std::filesystem::remove(path);
+      } catch (const std::exception& e) {
+        LOG_WARN("[main] cannot restore {}: {}", path, e.what());
+      }
+    }
+    throw;
+  }
+}
+
+// One line for any exception: libtorch's errors carry a C++ backtrace after the message, allocation failures say
+// how many bytes were asked for.
+std::string one_line(const std::exception& e) {
+  std::string m;
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) {
+    m = c->what_without_backtrace();
+  } else if (dynamic_cast<const std::bad_alloc*>(&e)) {
+    m = "out of memory (std::bad_alloc): the model or batch does not fit; reduce dae.hidden / batch sizes";
+  } else {
+    m = e.what();
+  }
+  if (m.rfind("[enforce fail at", 0) == 0)
+    if (auto p = m.find("] "); p != std::string::npos) m = m.substr(p + 2);
+  if (auto nl = m.find('\n'); nl != std::string::npos) m = m.substr(0, nl);
+  if (m.find("allocate") != std::string::npos && m.find("bytes") != std::string::npos &&
+      m.find("out of memory") == std::string::npos)
+    m = "out of memory: " + m;
+  return m;
+}
+
+// Prints the error once and decides how the process ends (see g_error_comm).
+int report_failure(const std::string& msg, int rc) {
+  const bool multi = MpiProcess::initialized() && MpiProcess::info().world > 1 && g_error_comm != MPI_COMM_NULL;
+  if (!multi) {
+    std::cerr << "daei: error: " << msg << std::endl;
+    return rc;
+  }
+  const int rank = MpiProcess::info().rank;
+  MPI_Request req;
+  int all = 0;
+  if (MPI_Ibarrier(g_error_comm, &req) == MPI_SUCCESS) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!all && std::chrono::steady_clock::now() < deadline) {
+      MPI_Test(&req, &all, MPI_STATUS_IGNORE);
+      if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  if (all) {  // every rank failed (a config or usage error, or a decision all ranks took): rank 0 says it once
+    if (rank == 0) std::cerr << "daei: error: " << msg << std::endl;
+    return rc;
+  }
+  // Only some ranks failed; the others may be blocked in a collective: report and take the job down.
+  std::cerr << "daei: error: [rank " << rank << "] " << msg << std::endl;
+  MPI_Abort(MPI_COMM_WORLD, rc);
+  return rc;
 }
 
 }  // namespace
@@ -195,13 +305,9 @@ int main(int argc, char** argv) {
       rc = kExitUsage;
     }
   } catch (const UsageError& e) {
-    std::cerr << "daei: error: " << e.what() << "\n";
-    rc = kExitUsage;
+    rc = report_failure(e.what(), kExitUsage);
   } catch (const std::exception& e) {
-    std::cerr << "daei: error: " << e.what() << "\n";
-    rc = kExitError;
-    // One rank failing alone would leave the others blocked in a collective: take the job down.
-    if (MpiProcess::initialized() && MpiProcess::info().world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
+    rc = report_failure(one_line(e), kExitError);
   }
   MpiProcess::finalize();
   return rc;

@@ -1,8 +1,13 @@
 #include "core/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -24,10 +29,12 @@ Kind kind_of(const YAML::Node& n) {
   if (low == "true" || low == "false") return Kind::Bool;
   char* end = nullptr;
   errno = 0;
+  // The whole scalar must be the number: a NUL inside it would end strtoll's view of it early (found by fuzzing).
+  const char* const stop = s.c_str() + s.size();
   (void)std::strtoll(s.c_str(), &end, 10);
-  if (!s.empty() && *end == '\0' && errno == 0) return Kind::Int;
+  if (!s.empty() && end == stop && errno == 0) return Kind::Int;
   (void)std::strtod(s.c_str(), &end);
-  if (!s.empty() && *end == '\0') return Kind::Float;
+  if (!s.empty() && end == stop) return Kind::Float;
   return Kind::String;
 }
 
@@ -69,7 +76,8 @@ std::string suggest(const YAML::Node& map, const std::string& prefix, const std:
   return fmt::format(" (did you mean '{}'?)", join(prefix, best));
 }
 
-void merge_into(YAML::Node base, const YAML::Node& overlay, const std::string& prefix, const std::string& source) {
+void merge_into(YAML::Node base, const YAML::Node& overlay, const std::string& prefix, const std::string& source,
+                std::map<std::string, std::string>& origin) {
   for (auto it = overlay.begin(); it != overlay.end(); ++it) {
     const auto key = it->first.as<std::string>();
     const std::string path = join(prefix, key);
@@ -77,19 +85,66 @@ void merge_into(YAML::Node base, const YAML::Node& overlay, const std::string& p
       throw UsageError(fmt::format("{}: unknown config key '{}'{}", source, path, suggest(base, prefix, key)));
     }
     YAML::Node dst = base[key];
-    const YAML::Node& src = it->second;
+    const YAML::Node src = it->second;  // a copy: it->second lives in a temporary proxy (ASan: use after scope)
     Kind want = kind_of(dst), got = kind_of(src);
     if (want == Kind::Map) {
       if (got != Kind::Map)
         throw UsageError(fmt::format("{}: config key '{}' must be a mapping, got {}", source, path, kind_name(got)));
-      merge_into(dst, src, path, source);
+      merge_into(dst, src, path, source, origin);
       continue;
     }
     if (!compatible(want, got))
       throw UsageError(fmt::format("{}: config key '{}' must be {}, got '{}'", source, path, kind_name(want),
                                    src.IsScalar() ? src.Scalar() : std::string(kind_name(got))));
     base[key] = YAML::Clone(src);
+    origin[path] = source;
   }
+}
+
+// yaml-cpp keeps both entries of a duplicated mapping key (and reads the first): refuse them.
+void check_unique_keys(const YAML::Node& n, const std::string& prefix, const std::string& source, int depth = 0) {
+  if (depth > 64) throw UsageError(fmt::format("{}: config nested deeper than 64 levels", source));
+  if (n.IsMap()) {
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar())
+        throw UsageError(fmt::format("{}: a key under '{}' is not a plain name", source, prefix.empty() ? "/" : prefix));
+      const auto key = it->first.Scalar();
+      if (!seen.insert(key).second)
+        throw UsageError(fmt::format("{}: duplicate config key '{}'", source, join(prefix, key)));
+      check_unique_keys(it->second, join(prefix, key), source, depth + 1);
+    }
+  } else if (n.IsSequence()) {
+    for (const auto& x : n) check_unique_keys(x, prefix, source, depth + 1);
+  }
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t\r");
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+double parse_bound(const std::string& s, int line) {
+  const std::string t = trim(s);
+  if (t == "inf" || t == "+inf") return std::numeric_limits<double>::infinity();
+  if (t == "-inf") return -std::numeric_limits<double>::infinity();
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0') DAEI_FAIL("config defaults line {}: bad range bound '{}'", line, t);
+  return v;
+}
+
+std::string fmt_num(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{}", v);
+}
+
+std::string value_text(const YAML::Node& n) {
+  if (!n || n.IsNull()) return "''";
+  if (n.IsScalar()) return Kind::String == kind_of(n) ? "'" + n.Scalar() + "'" : n.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
 }
 
 YAML::Node lookup(const YAML::Node& root, const std::string& key) {
@@ -150,10 +205,138 @@ Config Config::load(const std::string& file, const std::vector<std::string>& set
   Config c = defaults();
   if (!file.empty()) c.merge_file(file);
   for (const auto& s : sets) c.set(s);
+  c.validate();
   return c;
 }
 
+std::vector<ConfigRule> parse_config_rules(const std::string& text) {
+  std::vector<ConfigRule> rules;
+  std::vector<std::pair<size_t, std::string>> stack;  // (indent, key)
+  std::stringstream ss(text);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(ss, line)) {
+    ++lineno;
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos || line[indent] == '#') continue;
+    // key: value   # comment   (the defaults use plain keys; quotes may appear in values only)
+    const size_t colon = line.find(':', indent);
+    if (colon == std::string::npos) continue;
+    const std::string key = trim(line.substr(indent, colon - indent));
+    if (key.empty() || key.find_first_of("\"' -[{") != std::string::npos) continue;  // a list item or flow text
+    while (!stack.empty() && stack.back().first >= indent) stack.pop_back();
+    std::string path;
+    for (auto& [i, k] : stack) path += k + ".";
+    path += key;
+    stack.emplace_back(indent, key);
+    // The comment: the first '#' outside quotes after the colon.
+    std::string comment;
+    char quote = 0;
+    for (size_t i = colon + 1; i < line.size(); ++i) {
+      char ch = line[i];
+      if (quote) {
+        if (ch == quote) quote = 0;
+      } else if (ch == '"' || ch == '\'') {
+        quote = ch;
+      } else if (ch == '#' && (i == colon + 1 || line[i - 1] == ' ')) {
+        comment = line.substr(i + 1);
+        break;
+      }
+    }
+    // The rule is the last ';'-separated part of the comment (or the whole comment).
+    std::string part = trim(comment.substr(comment.rfind(';') == std::string::npos ? 0 : comment.rfind(';') + 1));
+    ConfigRule r;
+    r.key = path;
+    r.text = part;
+    if (part.rfind("range:", 0) == 0) {
+      std::string b = trim(part.substr(6));
+      const size_t comma = b.find(',');
+      if (b.size() < 5 || (b.front() != '[' && b.front() != '(') || (b.back() != ']' && b.back() != ')') ||
+          comma == std::string::npos)
+        DAEI_FAIL("config defaults line {} ({}): malformed rule '{}' (want range: [lo, hi])", lineno, path, part);
+      r.kind = ConfigRule::Kind::Range;
+      r.lo_open = b.front() == '(';
+      r.hi_open = b.back() == ')';
+      r.lo = parse_bound(b.substr(1, comma - 1), lineno);
+      r.hi = parse_bound(b.substr(comma + 1, b.size() - comma - 2), lineno);
+      if (!(r.lo <= r.hi)) DAEI_FAIL("config defaults line {} ({}): empty range '{}'", lineno, path, part);
+    } else if (part.rfind("one of:", 0) == 0) {
+      r.kind = ConfigRule::Kind::OneOf;
+      std::stringstream os(trim(part.substr(7)));
+      std::string opt;
+      while (std::getline(os, opt, '|')) {
+        opt = trim(opt);
+        r.options.push_back(opt == "\"\"" ? std::string() : opt);
+      }
+      if (r.options.size() < 2) DAEI_FAIL("config defaults line {} ({}): 'one of' needs two options", lineno, path);
+    } else if (part.rfind("format:", 0) == 0) {
+      if (trim(part.substr(7)) != "name")
+        DAEI_FAIL("config defaults line {} ({}): unknown format '{}' (known: name)", lineno, path, part);
+      r.kind = ConfigRule::Kind::Name;
+    } else {
+      continue;
+    }
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+const std::vector<ConfigRule>& Config::rules() {
+  static const std::vector<ConfigRule> r = parse_config_rules(kDefaultsYaml);
+  return r;
+}
+
+void Config::validate() const {
+  for (const auto& r : rules()) {
+    const YAML::Node n = lookup(root_, r.key);
+    if (!n.IsDefined()) continue;
+    auto it = origin_.find(r.key);
+    const std::string from = it == origin_.end() ? "defaults" : it->second;
+    auto fail = [&](const YAML::Node& v, const std::string& why) {
+      throw UsageError(fmt::format("{}: config key '{}' = {} {}", from, r.key, value_text(v), why));
+    };
+    switch (r.kind) {
+      case ConfigRule::Kind::Range: {
+        auto check = [&](const YAML::Node& v) {
+          const Kind k = kind_of(v);
+          if (k != Kind::Int && k != Kind::Float) return;  // the type check is merge_into's
+          const double x = std::strtod(v.Scalar().c_str(), nullptr);
+          const bool ok = !std::isnan(x) && (r.lo_open ? x > r.lo : x >= r.lo) && (r.hi_open ? x < r.hi : x <= r.hi);
+          if (!ok)
+            fail(v, fmt::format("is out of range {}{}, {}{}", r.lo_open ? '(' : '[', fmt_num(r.lo), fmt_num(r.hi),
+                                r.hi_open ? ')' : ']'));
+        };
+        if (n.IsSequence())
+          for (const auto& x : n) check(x);
+        else
+          check(n);
+        break;
+      }
+      case ConfigRule::Kind::OneOf: {
+        if (!n.IsNull() && !n.IsScalar()) break;
+        const std::string v = n.IsNull() ? std::string() : n.Scalar();
+        if (std::find(r.options.begin(), r.options.end(), v) == r.options.end()) {
+          std::string opts;
+          for (auto& o : r.options) opts += (opts.empty() ? "" : ", ") + (o.empty() ? std::string("\"\"") : o);
+          fail(n, "must be one of " + opts);
+        }
+        break;
+      }
+      case ConfigRule::Kind::Name: {
+        const std::string v = n.IsScalar() ? n.Scalar() : std::string();
+        if (v.empty() || v == "." || v == ".." || v.find('/') != std::string::npos ||
+            v.find('\0') != std::string::npos)
+          fail(n, "must be one path component (not empty, no '/', not '.' or '..')");
+        break;
+      }
+    }
+  }
+}
+
 void Config::merge_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("{}: is a directory, not a config file", path));
   YAML::Node overlay;
   try {
     overlay = YAML::LoadFile(path);
@@ -168,7 +351,8 @@ void Config::merge_file(const std::string& path) {
 }
 
 void Config::merge_yaml(const YAML::Node& overlay, const std::string& source) {
-  merge_into(root_, overlay, "", source);
+  check_unique_keys(overlay, "", source);
+  merge_into(root_, overlay, "", source, origin_);
 }
 
 void Config::set(const std::string& assignment, const std::string& source) {

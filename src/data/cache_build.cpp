@@ -1,5 +1,6 @@
 #include "data/cache.h"
 #include "data/cache_shard.h"
+#include "data/cache_manifest.h"
 
 #include <hdf5.h>
 
@@ -102,6 +103,60 @@ bool shard_matches(const std::string& path, const ShardMeta& want) {
   return true;
 }
 
+// Reads a whole dataset (fletcher32 checks every chunk on the way) into bytes; its dimensions into dims.
+std::vector<char> read_whole(hid_t f, const std::string& name, hid_t mem_type, size_t elem, std::vector<hsize_t>& dims,
+                             const std::string& path) {
+  Hid ds(H5Dopen2(f, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (ds < 0) fail_read(path, "dataset '" + name + "'");
+  Hid sp(H5Dget_space(ds), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(sp);
+  if (rank < 1 || rank > 2) fail_read(path, "the shape of dataset '" + name + "'");
+  dims.assign(rank, 0);
+  H5Sget_simple_extent_dims(sp, dims.data(), nullptr);
+  size_t count = 1;
+  for (auto d : dims) count *= d;
+  DAEI_CHECK(count < (size_t(1) << 34), "{}: dataset '{}' claims {} elements", path, name, count);
+  std::vector<char> buf(std::max<size_t>(1, count * elem));
+  if (H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0) fail_read(path, "dataset '" + name + "'");
+  return buf;
+}
+
+// The whole content of a shard read back and its digest recomputed against the stored content_sha256: "" when
+// intact, else what is wrong (truncated file, flipped bytes caught by fletcher32 or by the digest).
+std::string shard_damage(const std::string& path, const ShardMeta& want) {
+  try {
+    Hid f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, file_access()), H5Fclose);
+    if (f < 0) return "cannot be opened (" + h5_error() + ")";
+    Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
+    if (root < 0) return "no root group (" + h5_error() + ")";
+    const std::string kind = read_attr_str(root, "kind", path), dtype = read_attr_str(root, "dtype", path);
+    const std::string stored_digest = read_attr_str(root, "content_sha256", path);
+    if (kind != want.kind) return "holds '" + kind + "' vectors, not '" + want.kind + "'";
+    if (dtype != "float16" && dtype != "float32") return "unknown dtype '" + dtype + "'";
+    const size_t es = elem_size(dtype);
+    std::vector<hsize_t> di, dv, dt, doff;
+    auto ids = read_whole(f, "ids", H5T_NATIVE_INT64, 8, di, path);
+    auto vec = read_whole(f, kind, dtype == "float16" ? f16_type() : H5T_NATIVE_FLOAT, es, dv, path);
+    auto text = read_whole(f, "text", H5T_NATIVE_UINT8, 1, dt, path);
+    auto off = read_whole(f, "text_offsets", H5T_NATIVE_INT64, 8, doff, path);
+    const int64_t n = int64_t(di[0]);
+    if (dv.size() != 2 || int64_t(dv[0]) != n || doff[0] != hsize_t(n + 1)) return "dataset shapes disagree";
+    const size_t d = dv[1];
+    const auto* o = reinterpret_cast<const int64_t*>(off.data());
+    const auto* id = reinterpret_cast<const int64_t*>(ids.data());
+    Sha256 h;
+    for (int64_t i = 0; i < n; ++i) {
+      if (o[i] < 0 || o[i + 1] < o[i] || uint64_t(o[i + 1]) > dt[0]) return "text offsets out of range";
+      hash_row(h, id[i], vec.data() + i * d * es, d * es, text.data() + o[i], uint64_t(o[i + 1] - o[i]));
+    }
+    if (h.hex() != stored_digest) return "content digest " + h.hex().substr(0, 12) + "… differs from the stored " +
+                                         stored_digest.substr(0, 12) + "…";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // One pass over the corpus file: its SHA-256 and its number of lines (= rows).
 std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
@@ -155,7 +210,15 @@ json make_manifest(const std::string& dir, const ShardMeta& base, int64_t rows, 
 bool manifest_complete(const std::string& dir, const ShardMeta& base, int64_t rows, int64_t shard_rows) {
   const std::string p = dir + "/manifest.json";
   if (!file_exists(p)) return false;
-  json m = json::parse(read_file(p));
+  json m;
+  try {
+    m = parse_cache_manifest(read_file(p), p);
+  } catch (const std::exception& e) {
+    // Shards are checked one by one below (identity, then every byte), so nothing is lost by rebuilding it.
+    LOG_WARN("[cache] {}; treating the cache as incomplete: every shard is verified, damaged ones rebuilt",
+             e.what());
+    return false;
+  }
   const bool same = m.value("embedder", "") == base.embedder && m.value("sigma", -1.0) == base.sigma &&
                     m.value("noise_seed", uint64_t(0)) == base.noise_seed && m.value("dtype", "") == base.dtype &&
                     m.value("corpus_sha256", "") == base.corpus_sha256 && m.value("rows", int64_t(-1)) == rows &&
@@ -182,6 +245,19 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   ShardMeta base{"noisy", opt.split, emb.id(), opt.dtype, "", emb.sigma(), emb.seed(), 0, 0, 0};
   base.chunk_bytes = opt.chunk_kb << 10;
 
+  // A shard left by an earlier (interrupted) build is kept only when all of it reads back and its digest matches
+  // (the cost of a full `cache verify` of that shard); a damaged one is logged and built again.
+  int64_t damaged_shards = 0;
+  auto keep_shard = [&](const std::string& p, const ShardMeta& w) {
+    if (!file_exists(p)) return false;
+    const std::string damage = shard_damage(p, w);
+    if (!damage.empty()) {
+      LOG_WARN("[cache] {} is damaged ({}): building it again", p, damage);
+      ++damaged_shards;
+      return false;
+    }
+    return shard_matches(p, w);  // intact but from another build: refuse (nothing overwritten)
+  };
   // Rank 0 checks and plans; every rank gets the plan (or the error) by broadcast.
   Plan plan;
   if (rank == 0) {
@@ -210,21 +286,20 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
         w.row_begin = s * opt.shard_rows;
         w.row_end = std::min(plan.rows, (s + 1) * opt.shard_rows);
         const std::string p = opt.cache_dir + "/" + shard_name(s);
-        if (!plan.noisy_done && !(file_exists(p) && shard_matches(p, w))) plan.noisy_todo.push_back(s);
+        if (!plan.noisy_done && !keep_shard(p, w)) plan.noisy_todo.push_back(s);
         ShardMeta cw = clean_meta(w);
         const std::string cp = clean_dir + "/" + shard_name(s);
-        if (!plan.clean_done && !(file_exists(cp) && shard_matches(cp, cw))) plan.clean_todo.push_back(s);
+        if (!plan.clean_done && !keep_shard(cp, cw)) plan.clean_todo.push_back(s);
       }
     } catch (const std::exception& e) {
       plan.error = e.what();
     }
   }
   plan = plan_from(json::parse(comm.broadcast(rank == 0 ? plan_json(plan).dump() : std::string(), 0)));
-  if (!plan.error.empty()) {
-    if (rank == 0) throw Error(plan.error);
-    comm.barrier();  // rank 0 reports; the others wait to be torn down with it
-    throw Error(plan.error);
-  }
+  // Every rank throws the same error: main sees that all ranks failed and rank 0 alone prints it.
+  if (!plan.error.empty()) throw Error(plan.error);
+  if (rank == 0 && damaged_shards > 0)
+    LOG_WARN("[cache] {}: {} damaged shard(s) will be built again", opt.cache_dir, damaged_shards);
   base.corpus_sha256 = plan.corpus_sha;
   base.dim = plan.dim;
   CacheBuildResult res;

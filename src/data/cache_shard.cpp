@@ -1,7 +1,9 @@
 #include "data/cache_shard.h"
 #include "data/cache.h"
+#include "data/cache_manifest.h"
 
 #include <hdf5.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,8 +37,10 @@ using nlohmann::json;
 
 namespace cache_detail {
 
+// HDF5's automatic error printing is per thread in a thread-safe build (Debian's): turn it off in every thread
+// that calls HDF5 (shards are written on a std::async thread), or a failure prints ~100 lines of stack.
 void quiet_hdf5() {
-  static bool done = [] {
+  thread_local bool done = [] {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
@@ -195,7 +199,28 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
   if (blob.empty()) blob.push_back('\0');  // a dataset needs one element; text_offsets says 0 bytes are used
 
   const std::string tmp = temp_sibling(path);
+  // Room for the shard (data + ~64 KB of metadata + chunk indexes)? A full disk is caught here, before HDF5 is
+  // half-way through a file, in the common case; a failure inside HDF5 below ends the same way.
   {
+    const uint64_t need = uint64_t(n) * (d * es + 16) + blob.size() + (64 << 10);
+    struct statvfs vfs {};
+    const std::string dir = fs::path(path).parent_path().string();
+    if (::statvfs(dir.empty() ? "." : dir.c_str(), &vfs) == 0) {
+      const uint64_t avail = uint64_t(vfs.f_bavail) * vfs.f_frsize;
+      if (avail < need)
+        DAEI_FAIL("{}: no space left on device (the shard needs about {:.1f} MB, {:.1f} MB are free)", path,
+                  need / 1e6, avail / 1e6);
+    }
+  }
+  auto failed = [&](const std::string& what) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    const bool enospc = errno == ENOSPC || what.find("No space left") != std::string::npos;
+    if (enospc) DAEI_FAIL("{}: no space left on device (writing {})", path, tmp);
+    DAEI_FAIL("{}: cannot write shard: {}", path, what);
+  };
+  try {
+    errno = 0;
     Hid f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, file_access()), H5Fclose);
     DAEI_CHECK(f >= 0, "cannot create {} ({})", tmp, h5_error());
     write_dataset(f, "ids", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n, 0, ids.data(), m.chunk_bytes);
@@ -203,23 +228,35 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
     write_dataset(f, m.kind.c_str(), vt, vt, es, n, d, stored.data_ptr(), m.chunk_bytes);
     write_dataset(f, "text", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, int64_t(blob.size()), 0, blob.data(), m.chunk_bytes);
     write_dataset(f, "text_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, 8, n + 1, 0, offsets.data(), m.chunk_bytes);
-    Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
-    attr_i64(root, "schema", kCacheSchema);
-    attr_str(root, "kind", m.kind);
-    attr_str(root, "split", m.split);
-    attr_str(root, "embedder", m.embedder);
-    attr_f64(root, "sigma", m.sigma);
-    attr_i64(root, "noise_seed", int64_t(m.noise_seed));
-    attr_i64(root, "dim", d);
-    attr_str(root, "dtype", m.dtype);
-    attr_i64(root, "row_begin", m.row_begin);
-    attr_i64(root, "row_end", m.row_end);
-    attr_str(root, "corpus_sha256", m.corpus_sha256);
-    attr_str(root, "content_sha256", digest);
-    attr_i64(root, "offline_eval_only", m.kind == "clean" ? 1 : 0);
-    DAEI_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "cannot flush {}", tmp);
+    {
+      Hid root(H5Gopen2(f, "/", H5P_DEFAULT), H5Gclose);
+      attr_i64(root, "schema", kCacheSchema);
+      attr_str(root, "kind", m.kind);
+      attr_str(root, "split", m.split);
+      attr_str(root, "embedder", m.embedder);
+      attr_f64(root, "sigma", m.sigma);
+      attr_i64(root, "noise_seed", int64_t(m.noise_seed));
+      attr_i64(root, "dim", d);
+      attr_str(root, "dtype", m.dtype);
+      attr_i64(root, "row_begin", m.row_begin);
+      attr_i64(root, "row_end", m.row_end);
+      attr_str(root, "corpus_sha256", m.corpus_sha256);
+      attr_str(root, "content_sha256", digest);
+      attr_i64(root, "offline_eval_only", m.kind == "clean" ? 1 : 0);
+    }
+    DAEI_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "cannot flush {} ({})", tmp, h5_error());
+    const hid_t id = f.id;
+    f.id = -1;  // closed here, once, with its result checked
+    DAEI_CHECK(H5Fclose(id) >= 0, "cannot close {} ({})", tmp, h5_error());
+  } catch (const std::exception& e) {
+    failed(e.what());
   }
-  fs::rename(tmp, path);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    DAEI_FAIL("{}: cannot rename the written shard into place: {}", path, ec.message());
+  }
   return digest;
 }
 
@@ -237,11 +274,7 @@ json read_manifest(const std::string& dir, const std::string& split_hint) {
   if (!file_exists(p))
     DAEI_FAIL("{}: incomplete: manifest.json missing — run `daei cache build --split {}` again to resume", dir,
               split_hint);
-  try {
-    return json::parse(read_file(p));
-  } catch (const json::exception& e) {
-    DAEI_FAIL("{}: not valid JSON ({}); run `daei cache build` again", p, e.what());
-  }
+  return parse_cache_manifest(read_file(p), p);
 }
 
 }  // namespace cache_detail

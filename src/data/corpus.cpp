@@ -239,12 +239,17 @@ struct Rec {
   bool operator<(const Rec& o) const { return key != o.key ? key < o.key : text < o.text; }
 };
 
-void write_rec(std::FILE* f, const Rec& r) {
+bool write_rec(std::FILE* f, const Rec& r) {
   uint32_t n = r.text.size();
-  std::fwrite(&r.key, 8, 1, f);
-  std::fwrite(&r.source, 2, 1, f);
-  std::fwrite(&n, 4, 1, f);
-  std::fwrite(r.text.data(), 1, n, f);
+  return std::fwrite(&r.key, 8, 1, f) == 1 && std::fwrite(&r.source, 2, 1, f) == 1 &&
+         std::fwrite(&n, 4, 1, f) == 1 && std::fwrite(r.text.data(), 1, n, f) == n;
+}
+
+// A write that failed (a full disk: ENOSPC): the file is closed and removed, and one error names it.
+[[noreturn]] void fail_write(std::FILE* f, const std::string& path, int err) {
+  if (f) std::fclose(f);
+  std::remove(path.c_str());
+  DAEI_FAIL("{}: write failed: {}", path, std::strerror(err ? err : EIO));
 }
 
 bool read_rec(std::FILE* f, Rec& r) {
@@ -325,8 +330,10 @@ class ExternalSorter {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     DAEI_CHECK(f, "corpus sort: cannot write {}: {}", path, std::strerror(errno));
     std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
-    for (auto& r : buf_) write_rec(f, r);
-    DAEI_CHECK(std::fclose(f) == 0, "corpus sort: write error on {}", path);
+    for (auto& r : buf_)
+      if (!write_rec(f, r)) fail_write(f, path, errno);
+    if (std::fflush(f) != 0) fail_write(f, path, errno);
+    if (std::fclose(f) != 0) fail_write(nullptr, path, errno);
     runs_.push_back(path);
     buf_.clear();
     buf_.shrink_to_fit();
@@ -346,28 +353,38 @@ class SplitWriter {
     std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
   }
   ~SplitWriter() {
-    if (f_) {
-      std::fclose(f_);
-      std::remove(tmp_.c_str());
-    }
+    if (f_) std::fclose(f_);
+    if (!committed_) std::remove(tmp_.c_str());  // closed but not committed: a later split failed
   }
   void add(const std::string& text, const std::string& source) {
     std::string line = json{{"id", rows_}, {"text", text}, {"source", source}}.dump() + "\n";
-    std::fwrite(line.data(), 1, line.size(), f_);
+    if (std::fwrite(line.data(), 1, line.size(), f_) != line.size()) fail();
     ++rows_;
   }
   int64_t rows() const { return rows_; }
   // The temporary file stays until commit(), so a failure elsewhere leaves the old split untouched.
   void close() {
-    DAEI_CHECK(std::fclose(f_) == 0, "write error on {}", tmp_);
-    f_ = nullptr;
+    if (std::fflush(f_) != 0) fail();
+    std::FILE* f = f_;
+    f_ = nullptr;  // closed once, whatever fclose says (the destructor must not close it again)
+    if (std::fclose(f) != 0) fail_write(nullptr, tmp_, errno);
   }
-  void commit() { fs::rename(tmp_, path_); }
+  void commit() {
+    fs::rename(tmp_, path_);
+    committed_ = true;
+  }
 
  private:
+  [[noreturn]] void fail() {
+    const int err = errno;
+    std::FILE* f = f_;
+    f_ = nullptr;
+    fail_write(f, tmp_, err);
+  }
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
   int64_t rows_ = 0;
+  bool committed_ = false;
 };
 
 }  // namespace
@@ -431,6 +448,13 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
   make_dirs(out_dir);
   const std::string tmp = out_dir + "/.sort-tmp";
   fs::remove_all(tmp);
+  struct RemoveOnExit {  // the sort's run files go whether the build succeeds or fails (a full disk)
+    std::string dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove_sort_tmp{tmp};
   make_dirs(tmp);
   const size_t budget = size_t(cfg.integer("corpus.sort_buffer_mb")) << 20;
   const uint64_t seed = uint64_t(cfg.integer("corpus.seed"));

@@ -2,8 +2,15 @@
 
 #include "model/httplib_config.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -13,6 +20,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "model/embedding_request.h"
 
 namespace daei {
 using nlohmann::json;
@@ -210,6 +218,8 @@ ServerOptions ServerOptions::from_config(const Config& cfg) {
   o.max_batch = cfg.integer("server.max_batch");
   o.max_body_bytes = size_t(cfg.integer("server.max_body_bytes"));
   o.threads = int(cfg.integer("server.threads"));
+  o.max_connections = int(cfg.integer("server.max_connections"));
+  o.read_timeout_s = cfg.real("server.read_timeout_s");
   o.model = cfg.str("server.model");
   const std::string file = cfg.str("server.api_key_file"), env = cfg.str("server.api_key_env");
   DAEI_CHECK(file.empty() || env.empty(), "set at most one of server.api_key_file and server.api_key_env");
@@ -230,62 +240,157 @@ void json_error(httplib::Response& res, int status, const std::string& msg) {
   res.status = status;
   res.set_content(json{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}.dump(), "application/json");
 }
+
+// One thread per connection, up to `max`: httplib runs a connection's whole keep-alive life in the task it
+// enqueues, so a fixed pool of N threads is taken down by N slow (slowloris) or idle clients. Here a slow client
+// holds only its own thread; tasks beyond `max` wait for a free thread.
+class ConnectionThreads final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(size_t max) : max_(max) {}
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (shutdown_) return;
+    jobs_.push_back(std::move(fn));
+    if (idle_ == 0 && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+    cv_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        ++idle_;
+        cv_.wait(lk, [&] { return shutdown_ || !jobs_.empty(); });
+        --idle_;
+        if (jobs_.empty()) return;  // shutdown
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+  const size_t max_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool shutdown_ = false;
+};
+
+// Set by the body reader when the body went over the limit, read by the error handler (same thread).
+thread_local bool t_body_too_large = false;
 }  // namespace
 
 EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt)
     : embed_(std::move(embed)), opt_(std::move(opt)), srv_(std::make_unique<httplib::Server>()) {
-  DAEI_CHECK(opt_.max_batch > 0 && opt_.max_body_bytes > 0 && opt_.threads > 0,
-             "server.max_batch, max_body_bytes and threads must be > 0");
-  const int threads = opt_.threads;
-  srv_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  DAEI_CHECK(opt_.max_batch > 0 && opt_.max_body_bytes > 0 && opt_.threads > 0 && opt_.max_connections > 0 &&
+                 opt_.read_timeout_s > 0,
+             "server.max_batch, max_body_bytes, threads, max_connections and read_timeout_s must be > 0");
+  const size_t max_conn = size_t(opt_.max_connections);
+  srv_->new_task_queue = [max_conn] { return new ConnectionThreads(max_conn); };
   srv_->set_payload_max_length(opt_.max_body_bytes);
-  srv_->set_read_timeout(10, 0);
+  const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(opt_.read_timeout_s));
+  srv_->set_read_timeout(time_t(to.count() / 1000000), time_t(to.count() % 1000000));
   srv_->set_write_timeout(10, 0);
+  srv_->set_keep_alive_timeout(std::max<time_t>(1, time_t(opt_.read_timeout_s)));
+  // The listening socket: SO_REUSEADDR (restart while old connections linger in TIME_WAIT) but not SO_REUSEPORT,
+  // which would let a second server share the port and its traffic.
+  srv_->set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
   srv_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     json_error(res, 500, "internal error");
   });
   srv_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (t_body_too_large) {
+      t_body_too_large = false;
+      return json_error(res, 413, "request body too large");
+    }
     if (res.body.empty()) {
       std::string msg = res.status == 413 ? "request body too large" : res.status == 404 ? "not found" : "error";
       json_error(res, res.status, msg);
     }
   });
+  // Decided from the request line and headers alone, before any of the body is read.
+  srv_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_body_too_large = false;
+    if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
+    auto refuse = [&](int status, const std::string& msg) {
+      json_error(res, status, msg);
+      res.set_header("Connection", "close");  // the unread body must not be taken for the next request
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    if (!opt_.api_key.empty() &&
+        !constant_time_equal(req.get_header_value("Authorization"), "Bearer " + opt_.api_key)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      return refuse(401, "missing or wrong API key");
+    }
+    const std::string enc = req.get_header_value("Content-Encoding");
+    if (!enc.empty() && enc != "identity")
+      return refuse(415, "compressed request bodies (Content-Encoding: " + enc.substr(0, 32) + ") are not accepted");
+    if (req.has_header("Content-Length")) {
+      const std::string len = req.get_header_value("Content-Length");
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long n = std::strtoull(len.c_str(), &end, 10);
+      if (len.empty() || *end != '\0' || errno != 0 || len[0] == '-')
+        return refuse(400, "bad Content-Length");
+      if (n > opt_.max_body_bytes) return refuse(413, "request body too large");
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   srv_->Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
-  srv_->Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!opt_.api_key.empty()) {
-      std::string auth = req.get_header_value("Authorization");
-      if (!constant_time_equal(auth, "Bearer " + opt_.api_key)) {
-        res.set_header("WWW-Authenticate", "Bearer");
-        return json_error(res, 401, "missing or wrong API key");
+  srv_->Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res,
+                                      const httplib::ContentReader& content_reader) {
+    // The body, counted as it arrives: chunked and unframed bodies stop at max_body_bytes as well.
+    std::string body;
+    bool too_large = false;
+    const bool ok = content_reader([&](const char* data, size_t len) {
+      if (body.size() + len > opt_.max_body_bytes) {
+        too_large = true;
+        return false;
       }
+      body.append(data, len);
+      return true;
+    });
+    if (too_large) {
+      res.set_header("Connection", "close");
+      return json_error(res, 413, "request body too large");
     }
-    json j;
-    try {
-      j = json::parse(req.body);
-    } catch (const std::exception&) {
-      return json_error(res, 400, "body is not valid JSON");
-    }
-    if (!j.is_object()) return json_error(res, 400, "body must be a JSON object");
-    if (j.contains("model") && !j["model"].is_string() && !j["model"].is_null())
-      return json_error(res, 400, "\"model\" must be a string");
-    if (!j.contains("input")) return json_error(res, 400, "missing field \"input\"");
+    if (!ok) return json_error(res, 400, "cannot read the request body");
     std::vector<std::string> texts;
-    const auto& in = j["input"];
-    if (in.is_string()) {
-      texts.push_back(in.get<std::string>());
-    } else if (in.is_array()) {
-      if (in.empty()) return json_error(res, 400, "\"input\" is empty");
-      if (int64_t(in.size()) > opt_.max_batch)
-        return json_error(res, 400, fmt::format("\"input\" has {} texts, the limit is {}", in.size(), opt_.max_batch));
-      for (const auto& t : in) {
-        if (!t.is_string()) return json_error(res, 400, "\"input\" must be a string or an array of strings");
-        texts.push_back(t.get<std::string>());
-      }
-    } else {
-      return json_error(res, 400, "\"input\" must be a string or an array of strings");
-    }
+    if (std::string err = parse_embedding_request(body, opt_.max_batch, texts); !err.empty())
+      return json_error(res, 400, err);
     at::Tensor y;
     try {
+      std::unique_lock<std::mutex> lk(compute_mu_);
+      compute_cv_.wait(lk, [&] { return computing_ < opt_.threads; });
+      ++computing_;
+      lk.unlock();
+      struct Release {
+        EmbeddingServer* s;
+        ~Release() {
+          {
+            std::lock_guard<std::mutex> g(s->compute_mu_);
+            --s->computing_;
+          }
+          s->compute_cv_.notify_one();
+        }
+      } release{this};
       y = embed_(texts).contiguous();
     } catch (const std::exception& e) {
       LOG_WARN("[serve] embedding failed: {}", e.what());
@@ -305,15 +410,42 @@ EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std:
 
 EmbeddingServer::~EmbeddingServer() { stop(); }
 
+namespace {
+// Why host:port cannot be bound, in the words of the system ("Address already in use"), found by trying it.
+std::string bind_error(const std::string& host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    return gai_strerror(rc);
+  std::string why = "unknown reason";
+  for (auto* a = res; a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0)
+      why = errno == EADDRINUSE ? "address in use" : std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+}  // namespace
+
 void EmbeddingServer::bind() {
   if (opt_.port == 0) {
     port_ = srv_->bind_to_any_port(opt_.host);
-    DAEI_CHECK(port_ > 0, "cannot bind {} on any port", opt_.host);
+    DAEI_CHECK(port_ > 0, "cannot bind {} on any port: {}", opt_.host, bind_error(opt_.host, 0));
   } else {
-    DAEI_CHECK(srv_->bind_to_port(opt_.host, opt_.port), "cannot bind {}:{} (in use, or not an address of this host)",
-               opt_.host, opt_.port);
+    DAEI_CHECK(srv_->bind_to_port(opt_.host, opt_.port), "cannot bind {}:{}: {}", opt_.host, opt_.port,
+               bind_error(opt_.host, opt_.port));
     port_ = opt_.port;
   }
+  // httplib listens with a backlog of 5; listen() again on the bound socket raises it (one request in ~4,000
+  // waited ~1 s for a SYN retry under load with 5).
+  if (listen_fd_ >= 0) ::listen(listen_fd_, opt_.backlog);
 }
 
 void EmbeddingServer::start() {

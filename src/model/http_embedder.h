@@ -3,9 +3,11 @@
 //                       → {"object": "list", "model": m, "data": [{"object": "embedding", "index": i, "embedding": [...]}]}
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,14 +59,22 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;
   std::string api_key;               // empty: no authentication
   std::string model = "daei";        // reported in answers
-  int threads = 4;
-  // server.host / port / max_batch / max_body_bytes / api_key_file / api_key_env / threads.
+  int threads = 4;                   // embeddings computed at once
+  int max_connections = 256;         // connections served at once (one thread each); more wait in the backlog
+  double read_timeout_s = 5.0;       // a connection silent this long is closed (idle keep-alive too)
+  int backlog = 1024;                // listen backlog
+  // server.host / port / max_batch / max_body_bytes / api_key_file / api_key_env / threads / max_connections /
+  // read_timeout_s.
   static ServerOptions from_config(const Config& cfg);
 };
 
 // Serves embedder.embed(texts) (fresh noise per query when noisy). Thread-safe; never crashes on input:
 // malformed JSON, missing or wrongly typed fields, empty or oversize batches → 400 {"error": {"message": …}};
-// bad or missing bearer key → 401; oversize body → 413.
+// bad or missing bearer key → 401, decided from the headers before any of the body is read; a body over
+// max_body_bytes → 413, counted on the bytes received (Content-Length, chunked or unframed alike); a compressed body
+// (Content-Encoding) → 415, so nothing is ever inflated. Each connection has its own thread (up to max_connections),
+// so slow or idle clients hold only theirs; read_timeout_s closes silent ones; the embedding itself runs at most
+// `threads` at a time. The port is bound without SO_REUSEPORT (a second server on a used port fails), backlog 1024.
 class EmbeddingServer {
  public:
   EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt);
@@ -83,6 +93,10 @@ class EmbeddingServer {
   std::thread thread_;
   int port_ = 0;
   std::atomic<int64_t> served_{0};
+  int listen_fd_ = -1;               // the listening socket (seen by the socket-options hook)
+  std::mutex compute_mu_;
+  std::condition_variable compute_cv_;
+  int computing_ = 0;
 };
 
 bool constant_time_equal(const std::string& a, const std::string& b);
