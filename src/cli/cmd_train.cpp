@@ -8,11 +8,14 @@
 #include "cli/app.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/fsutil.h"
 #include "eval/reference.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/stage3.h"
+#include "stages/stage4.h"
+#include "data/cache.h"
 #include "stages/trainer.h"
 
 namespace daei::cli {
@@ -63,6 +66,18 @@ int train_stage3(Context& ctx, const std::string& stage_dir) {
   return s.run();
 }
 
+int train_stage4(Context& ctx, const std::string& stage_dir) {
+  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage3"), "stage 4 needs {}/stage3/final (run `daei train --stage 3`)",
+             ctx.run_dir);
+  const std::string hyp = ctx.run_dir + "/cache/hyp-train";
+  DAEI_CHECK(file_exists(hyp + "/manifest.json"), "stage 4 needs {} (run `daei hypotheses`)", hyp);
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  std::shared_ptr<const NoisyDataset> hyps(NoisyCache::open(hyp));
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  Stage4 s(ctx.config, *ctx.comm, stage_dir, train, hyps, tok, final_dae_dir(ctx.run_dir + "/stage3"), g_resume, g_force);
+  return s.run();
+}
+
 struct StageEntry {
   std::string folder;
   std::function<int(Context&, const std::string&)> train;
@@ -73,6 +88,7 @@ const std::map<std::string, StageEntry>& stages() {
       {"1", {"stage1", train_stage1}},
       {"2", {"stage2", train_stage2}},
       {"3", {"stage3", train_stage3}},
+      {"4", {"stage4", train_stage4}},
       {"noisy-inverter", {"noisy-inverter", train_noisy_inverter}},
       {"clean-inverter", {"clean-inverter", train_clean_inverter}},
   };
@@ -98,10 +114,10 @@ int run(Context& ctx) {
 
 DAEI_SUBCOMMAND(SubcommandSpec{
     {"train"},
-    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; noisy-inverter, clean-inverter: baselines); --resume "
+    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, clean-inverter: baselines); --resume "
     "continues from the newest checkpoint",
     [](CLI::App& app) {
-      app.add_option("--stage", g_stage, "1 | 2 | 3 | noisy-inverter | clean-inverter")->required();
+      app.add_option("--stage", g_stage, "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter")->required();
       app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
       app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
     },

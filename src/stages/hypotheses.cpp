@@ -32,6 +32,7 @@ HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, co
   o.train_cache_dir = run_dir + "/cache/train";
   o.cache_dir = run_dir + "/cache/hyp-train";
   o.shard_rows = cfg.integer("cache.shard_rows");
+  o.max_rows = cfg.integer("hypotheses.max_rows");
   o.batch_size = cfg.integer("cache.batch_size");
   o.dtype = cfg.str("cache.dtype");
   return o;
@@ -116,7 +117,7 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
   if (rank == 0) {
     try {
       auto train = NoisyCache::open(opt.train_cache_dir);
-      plan.rows = train->size();
+      plan.rows = opt.max_rows > 0 ? std::min<int64_t>(opt.max_rows, train->size()) : train->size();
       plan.dim = train->dim();
       DAEI_CHECK(plan.dim == emb.dim(), "{}: {}-d rows, but the embedder gives {}-d vectors", opt.train_cache_dir,
                  plan.dim, emb.dim());

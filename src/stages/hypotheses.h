@@ -37,6 +37,7 @@ struct HypothesisCacheOptions {
   int64_t max_length = 32;      // greedy decoding length (incl. the decoder start token)
   int64_t batch_size = 256;     // rows per decode and per query call
   int64_t shard_rows = 20000;
+  int64_t max_rows = 0;         // the first N training rows only (stage 4 needs steps × batch); 0 = all
   std::string dtype = "float16";  // float16 | float32, as the other caches
   // From config: cache.shard_rows, cache.batch_size, cache.dtype; paths under run_dir.
   static HypothesisCacheOptions from_config(const Config& cfg, const std::string& run_dir);
