@@ -46,8 +46,9 @@ void check_eq(const std::string& path, const char* what, const std::string& got,
 }
 
 // The serial HDF5 library is not thread-safe: every HDF5 call of the reader (any cache, any thread) holds this.
-std::mutex& hdf5_mutex() {
-  static std::mutex m;
+std::recursive_mutex& hdf5_mutex() {
+  // recursive: a failed open() unwinds (and closes its shards under this lock) while it still holds it
+  static std::recursive_mutex m;
   return m;
 }
 
@@ -194,7 +195,7 @@ Pinned fetch_chunks(NoisyCache::Buffer& B, const std::vector<std::unique_ptr<Noi
     const int64_t r0 = c0 * d.chunk_rows, r1 = std::min(d.rows, c1 * d.chunk_rows);
     std::vector<char> all(size_t((r1 - r0) * d.row_bytes()));
     {
-      std::lock_guard<std::mutex> hl(hdf5_mutex());
+      std::lock_guard<std::recursive_mutex> hl(hdf5_mutex());
       read_range(d, r0, r1, all.data(), sh.path, ds_name(kind));
     }
     ++B.stats.chunk_reads;
@@ -235,7 +236,7 @@ std::unique_ptr<NoisyCache> NoisyCache::open(const std::string& dir, const Cache
 std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const std::string& kind,
                                                   const CacheExpect& expect, const CacheReadOptions& read) {
   quiet_hdf5();
-  std::lock_guard<std::mutex> hl(hdf5_mutex());
+  std::lock_guard<std::recursive_mutex> hl(hdf5_mutex());
   const bool clean = kind == "clean";
   const std::string split = fs::path(clean ? fs::path(dir).parent_path() : fs::path(dir)).filename().string();
   if (clean && !file_exists(dir + "/manifest.json"))
@@ -354,7 +355,7 @@ NoisyCache::~NoisyCache() {
     buf_->qcv.notify_all();
     buf_->worker.join();
   }
-  std::lock_guard<std::mutex> hl(hdf5_mutex());  // HDF5 handles close under the lock too
+  std::lock_guard<std::recursive_mutex> hl(hdf5_mutex());  // HDF5 handles close under the lock too
   shards_.clear();
 }
 
@@ -366,7 +367,7 @@ at::Tensor NoisyCache::noisy_range(int64_t begin, int64_t end) const {
   if (end == begin) return out.to(torch::kFloat32);
   char* o = static_cast<char*>(out.data_ptr());
   const int64_t rb = dim_ * int64_t(elem_size(dtype_));
-  std::lock_guard<std::mutex> hl(hdf5_mutex());
+  std::lock_guard<std::recursive_mutex> hl(hdf5_mutex());
   for (size_t s = shard_of(begin); s < shards_.size() && shards_[s]->begin < end; ++s) {
     const Shard& sh = *shards_[s];
     const int64_t a = std::max(begin, sh.begin), b = std::min(end, sh.end);
@@ -534,7 +535,7 @@ std::vector<std::string> CleanCache::texts(const std::vector<int64_t>& idx) cons
 
 VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
   quiet_hdf5();
-  std::lock_guard<std::mutex> hl(hdf5_mutex());
+  std::lock_guard<std::recursive_mutex> hl(hdf5_mutex());
   const std::string dir = clean ? cache_dir + "/clean" : cache_dir;
   const std::string split = fs::path(cache_dir).filename().string();
   json man = read_manifest(dir, split);
