@@ -115,6 +115,9 @@ void refuse_multi_rank_launch(const SubcommandSpec& spec) {
 
 int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, char** argv) {
   Context ctx;
+  // Training honours a stop request (USR1/TERM → checkpoint → exit 75) from its first moment: a signal during start-up
+  // (MPI, data, checkpoint load) is acted on at the first step boundary instead of killing the rank.
+  if (spec.path.front() == "train" || spec.path.front() == "pipeline") signals::install_stop_handlers();
   if (spec.single_process) {
     refuse_multi_rank_launch(spec);
   } else {

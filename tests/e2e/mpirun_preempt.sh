@@ -56,7 +56,7 @@ interrupt() {  # NAME SIGNAL TARGET(mpirun|script)
   ck=$(basename "$(dirname "$ck")")
   [[ ! -e $T/$name/stage1/final ]] || { echo "FAIL: $name: the run finished before the signal; raise STEPS"; exit 1; }
   expect 0 "$T/$name.resume.log" "${LAUNCH[@]}" train --stage 1 "${common[@]}" --set run.name="$name" --resume
-  cmp "$T/ref/stage1/final/model.safetensors" "$T/$name/stage1/final/model.safetensors" ||
+  cmp "$T/ref/stage1/final/dae/model.safetensors" "$T/$name/stage1/final/dae/model.safetensors" ||
     { echo "FAIL: $name: final weights differ from the uninterrupted run"; exit 1; }
   echo "mpirun_preempt: $sig to $target -> exit 75 at $ck -> --resume -> final weights bitwise equal"
 }

@@ -195,7 +195,7 @@ for n in pre tl; do
   check "$n" "a DONE checkpoint" compgen -G "$T/runs/$n/stage1/ckpt-*/DONE" >/dev/null
 done
 check pre "exit 0 after the resume" grep -q "exit 0$" "$T/pre.out"
-cmp "$T/runs/ref/stage1/final/model.safetensors" "$T/runs/pre/stage1/final/model.safetensors" ||
+cmp "$T/runs/ref/stage1/final/dae/model.safetensors" "$T/runs/pre/stage1/final/dae/model.safetensors" ||
   { echo "FAIL: pre: final weights differ from ref's"; exit 1; }
 say "pre: exit 75 -> requeue -> resumed -> final weights bitwise equal to the uninterrupted run"
 grep -h "^\[launch\]" "$T/pre.out" "$T/tl.out" | grep -E "restart|USR1|exit|requeue" | sed 's/^/    /'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # daei train --stage 1 on synthetic rows (train.synthetic_rows): 2 ranks stop at step 5 (exit 75, DONE checkpoint)
 # and resume on 3 ranks; that matches a 3-rank run stopped and resumed at the same step. SIGUSR1 mid-run → exit 75
-# with a DONE checkpoint. `daei eval --dae-only` writes the dae block of eval/results.json.
+# with a DONE checkpoint. `daei eval --dae-only` writes eval/dae.json.
 set -euo pipefail
 BUILD=$1
 D=$BUILD/daei
@@ -23,7 +23,7 @@ expect 0 "${MPIRUN[@]}" -np 3 "$D" train --stage 1 "${common[@]}" --set run.name
 grep -q "written by 2 ranks, now 3" "$T/last.log" || { cat "$T/last.log"; echo "FAIL: no 2 → 3 resume line"; exit 1; }
 expect 75 "${MPIRUN[@]}" -np 3 "$D" train --stage 1 "${common[@]}" --set run.name=b --set train.stop_after=5
 expect 0 "${MPIRUN[@]}" -np 3 "$D" train --stage 1 "${common[@]}" --set run.name=b --resume
-/usr/bin/python3 - "$T/a/stage1/final/model.safetensors" "$T/b/stage1/final/model.safetensors" <<'PY'
+/usr/bin/python3 - "$T/a/stage1/final/dae/model.safetensors" "$T/b/stage1/final/dae/model.safetensors" <<'PY'
 import json, struct, sys
 import numpy as np
 def load(p):
@@ -51,6 +51,15 @@ set +e; wait $pid; rc=$?; set -e
 ls -d "$T"/c/stage1/ckpt-*/DONE >/dev/null || { echo "FAIL: no DONE checkpoint after SIGUSR1"; exit 1; }
 
 expect 0 "$D" eval --dae-only "${common[@]}" --set run.name=b
-/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['dae']; print(d['test']); assert d['test']['mse_dae'] > 0" \
-  "$T/b/eval/results.json"
+/usr/bin/python3 - "$T/b/eval/dae.json" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+t = d["dae"]["test"]
+print(t)
+# Synthetic rows of dimension 16 at sigma 0.04: E||y - x||^2 = 16 * 0.04^2 = 0.0256.
+assert abs(t["mse_noisy"] - 0.0256) < 0.2 * 0.0256, t["mse_noisy"]
+assert math.isfinite(t["mse_dae"]) and 0 < t["mse_dae"] < 2 * t["mse_noisy"], t["mse_dae"]
+assert t["mse_wiener_noisy_only"] < t["mse_noisy"], "the noisy-only Wiener filter must beat the noisy input"
+assert "val" in t["oracle_fitted_on"] or "train" in t["oracle_fitted_on"], t["oracle_fitted_on"]
+PY
 echo "stage1_resume: OK"

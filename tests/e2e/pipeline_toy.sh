@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# daei pipeline end to end on a toy corpus (real GloVe embeddings, tiny models, a few steps a stage) under
+# mpirun -np 2: every step runs and eval writes the full table (every system, intervals, verdicts, queries per
+# text) and the noise sweep; a second run does no work; a run stopped inside stage 2 resumes there; every config in
+# configs/ passes `pipeline --dry-run`.
+set -euo pipefail
+BUILD=$1
+SRC=$2
+D=$BUILD/daei
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
+fail() { echo "FAIL: $*"; exit 1; }
+
+for c in "$SRC"/configs/*.yaml; do
+  "$D" pipeline --dry-run --config "$c" --set run.root="$T/dry" >"$T/dry.log" 2>&1 || { cat "$T/dry.log"; fail "dry run of $c"; }
+  grep -q "Global batch per optimizer step" "$T/dry.log" || { cat "$T/dry.log"; fail "no batch arithmetic for $c"; }
+  grep -q "stage 3 (joint, PCGrad)" "$T/dry.log" || fail "no stage 3 in the plan of $c"
+done
+[[ ! -e $T/dry/quickstart/stage1 ]] || fail "--dry-run trained something"
+
+/usr/bin/python3 - "$T/corpus.txt" <<'PY'
+import random, sys
+words = ("the a cat dog sat ran on under big small red blue house tree river old new man woman city war peace "
+         "people nation law state time year day work water fire light dark cold warm land sea king queen great "
+         "little good bad first last long short high low free strong music art").split()
+r = random.Random(7)
+lines = set()
+while len(lines) < 700:
+    lines.add(" ".join(r.choice(words) for _ in range(r.randint(3, 9))))
+open(sys.argv[1], "w").write("\n".join(sorted(lines)) + "\n")
+PY
+cat >"$T/toy.yaml" <<YAML
+run: {name: toy, root: $T}
+embedder: {kind: glove, sigma: 0.04}
+corpus: {sources: ["$T/corpus.txt"], ood: [], test_size: 40, val_size: 40, min_words: 3}
+cache: {shard_rows: 256, clean_train_reference: true}
+reference: {enabled: true}
+dae: {hidden: 32, depth: 2}
+stage1: {steps: 4, batch_size: 32, warmup_steps: 1, eval_every: 2, eval_rows: 40}
+inverter: {d_model: 32, d_kv: 8, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, repeat_tokens: 4,
+           vocab_size: 80, max_length_train: 16, max_length_eval: 12}
+stage2: {steps: 6, batch_size: 16, warmup_steps: 1}
+stage3: {steps: 3, batch_size: 16, warmup_steps: 1, lambda_warmup_steps: 1}
+stage4: {steps: 3, batch_size: 16, warmup_steps: 1}
+hypotheses: {max_rows: 64, batch_size: 32}
+eval: {splits: [test], max_texts: 24, batch_size: 12, bootstrap: 100, sweep: true, sweep_sigmas: [0.02, 0.06]}
+correct: {max_steps: 2, beam: 2}
+train: {log_every: 1, ckpt_every: 100, progress_every_s: 100.0}
+YAML
+
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run1.log" 2>&1 || { tail -50 "$T/run1.log"; fail "pipeline"; }
+R=$T/toy
+for f in eval/results.json eval/results.md eval/samples.md eval/sigma_sweep.json eval/sigma_sweep.md \
+         stage1/final/dae/dae.json stage2/final/inverter/config.json stage3/final/dae/dae.json \
+         stage4/final/corrector/config.json cache/hyp-train/manifest.json stage2/metrics.jsonl; do
+  [[ -s $R/$f ]] || { tail -30 "$T/run1.log"; fail "missing $f"; }
+done
+/usr/bin/python3 - "$R/eval/results.json" "$R/eval/sigma_sweep.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["embedder"] == "glove-100d" and abs(r["sigma"] - 0.04) < 1e-12, (r["embedder"], r["sigma"])
+t = r["splits"]["test"]
+assert t["n"] == 24, t["n"]
+want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "dae-only", "joint-no-corrector", "daei"}
+assert set(t["systems"]) == want, sorted(t["systems"])
+for name, s in t["systems"].items():
+    for k in ("bleu", "token_f1", "rouge_l", "cos"):
+        lo, hi = s[k + "_ci"]
+        assert 0 <= lo <= s[k] + 1e-12 and s[k] <= hi + 1e-12 and hi <= 1 + 1e-9, (name, k, lo, s[k], hi)
+    assert s["reference"] == name.startswith("clean-to-"), name
+assert t["systems"]["daei"]["queries_per_text"] >= 1, t["systems"]["daei"]
+assert t["systems"]["dae-only"]["queries_per_text"] == 0
+pairs = {(v["a"], v["b"], v["metric"]) for v in t["verdicts"]}
+assert ("dae-only", "noisy-inverter", "bleu") in pairs and ("daei", "joint-no-corrector", "token_f1") in pairs, pairs
+assert "mse_dae_stage3" in r["dae"]["test"] and "oracle_fitted_on" in r["dae"]["test"]
+s = json.load(open(sys.argv[2]))
+assert [p["sigma"] for p in s["points"]] == [0.02, 0.06]
+lo, hi = s["points"]
+assert lo["cos_noisy_clean"] > hi["cos_noisy_clean"], "utility must fall as sigma grows"
+print("results OK:", {k: round(v["bleu"], 3) for k, v in t["systems"].items()})
+PY
+grep -q "| daei |" "$R/eval/results.md" || fail "results.md has no daei row"
+
+# A second run does no work.
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run2.log" 2>&1 || { tail -30 "$T/run2.log"; fail "second run"; }
+grep -q "skipped (complete)" "$T/run2.log" || { cat "$T/run2.log"; fail "nothing reported as skipped"; }
+if grep -E "^  .*(done in|resumed, done)" "$T/run2.log" | grep -v "^  eval" | grep -q .; then
+  cat "$T/run2.log"; fail "the second run redid a step"
+fi
+
+# Stopped inside stage 2 (exit 75), then resumed there.
+sed -i "s/name: toy,/name: toy2,/" "$T/toy.yaml"
+set +e
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" --set train.stop_after=5 >"$T/run3.log" 2>&1
+rc=$?
+set -e
+[[ $rc == 75 ]] || { tail -30 "$T/run3.log"; fail "stop in stage 2 gave exit $rc, want 75"; }
+[[ -f $T/toy2/stage1/final/DONE && -f $T/toy2/stage2/ckpt-00000005/DONE && ! -e $T/toy2/stage2/final ]] ||
+  fail "not stopped inside stage 2"
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run4.log" 2>&1 || { tail -30 "$T/run4.log"; fail "resume"; }
+grep -q "resumed from .*stage2/ckpt-00000005" "$T/run4.log" || { grep stage2 "$T/run4.log" | head; fail "stage 2 not resumed"; }
+echo "pipeline_toy: OK"
