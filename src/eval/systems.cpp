@@ -10,12 +10,9 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/cache.h"
-#include "eval/dae_table.h"
-#if __has_include("model/corrector.h")
-#define DAEI_HAVE_CORRECTOR 1
 #include "eval/correction.h"
+#include "eval/dae_table.h"
 #include "model/corrector.h"
-#endif
 #include "model/embedder.h"
 #include "model/generate.h"
 #include "stages/data_source.h"
@@ -55,7 +52,6 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.dae3 = load_dae_if(run_dir + "/stage3", &s3);
   c.sigma0 = c.dae1 ? s1 : s3;
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
-#ifdef DAEI_HAVE_CORRECTOR
   if (c.stage3_inv && c.dae3 && Trainer::final_ready(run_dir + "/stage4")) {
     auto corrector = CorrectorImpl::load(Trainer::final_dir(run_dir + "/stage4") + "/corrector");
     auto embedder = make_embedder(cfg);  // the black box the attack queries (counted)
@@ -91,7 +87,6 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
       return run;
     };
   }
-#endif
   return c;
 }
 

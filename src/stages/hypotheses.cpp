@@ -33,7 +33,7 @@ HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, co
   o.cache_dir = run_dir + "/cache/hyp-train";
   o.shard_rows = cfg.integer("cache.shard_rows");
   o.max_rows = cfg.integer("hypotheses.max_rows");
-  o.batch_size = cfg.integer("cache.batch_size");
+  o.batch_size = cfg.integer("hypotheses.batch_size");
   o.dtype = cfg.str("cache.dtype");
   return o;
 }

@@ -57,6 +57,15 @@ Dae load_dae(const std::string& dir, double* sigma0_out) {
   return dae;
 }
 
+Dae load_dae_for(const std::string& dir, const NoisyDataset& data, double* sigma0_out) {
+  double sigma0 = 0;
+  Dae dae = load_dae(dir, &sigma0);
+  DAEI_CHECK(std::abs(sigma0 - data.sigma()) <= 1e-6 * std::max(1e-12, sigma0),
+             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dir, sigma0, data.sigma());
+  if (sigma0_out) *sigma0_out = sigma0;
+  return dae;
+}
+
 void save_dae(Dae& dae, double sigma0, const std::string& dir) {
   make_dirs(dir);
   save_tensors(dir + "/model.safetensors", module_tensors({{"", dae.ptr()}}));

@@ -20,6 +20,8 @@ class Trainer;
 DaeOptions dae_options(const Config& cfg, int64_t dim);
 // A DAE built from dae.json in `dir` with the weights of dir/model.safetensors, in eval mode. sigma0_out: σ₀.
 Dae load_dae(const std::string& dir, double* sigma0_out = nullptr);
+// load_dae, refusing a DAE trained at another σ₀ than the noisy data it will denoise (σ₀ returned).
+Dae load_dae_for(const std::string& dir, const NoisyDataset& data, double* sigma0_out);
 // Writes dir/model.safetensors + dir/dae.json (the folder load_dae reads).
 void save_dae(Dae& dae, double sigma0, const std::string& dir);
 // The DAE folder a stage leaves in its final/: stage_dir/final/dae.

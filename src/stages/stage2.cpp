@@ -143,9 +143,7 @@ int InverterStage::run() {
 
 InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir) {
   double sigma0 = 0;
-  auto dae = std::make_shared<Dae>(load_dae(dae_dir, &sigma0));
-  DAEI_CHECK(std::abs(sigma0 - train->sigma()) <= 1e-6 * std::max(1e-12, sigma0),
-             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dae_dir, sigma0, train->sigma());
+  auto dae = std::make_shared<Dae>(load_dae_for(dae_dir, *train, &sigma0));
   InverterTrainData d;
   d.rows = train->size();
   d.dim = train->dim();

@@ -23,9 +23,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
     : train_(std::move(train)), tok_(std::move(tok)) {
   seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));  // stage 1's streams: with λ = 0 a step is a stage-1 step
   double sigma0 = 0;
-  dae_ = load_dae(dae_dir, &sigma0);
-  DAEI_CHECK(std::abs(sigma0 - train_->sigma()) <= 1e-6 * std::max(1e-12, sigma0),
-             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dae_dir, sigma0, train_->sigma());
+  dae_ = load_dae_for(dae_dir, *train_, &sigma0);
   inverter_ = Inverter(InverterImpl::load(inverter_dir));
   const at::Device device = train_device(cfg, comm.local_rank());
   dae_->to(device);

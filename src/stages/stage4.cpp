@@ -41,7 +41,7 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const std::string& stage_d
   if (hyps_->size() < train_->size()) train_ = std::make_shared<PrefixDataset>(train_, hyps_->size());
   DAEI_CHECK(hyps_->dim() == train_->dim(), "stage 4: hypothesis embeddings have dimension {}, the targets {}",
              hyps_->dim(), train_->dim());
-  dae_ = load_dae(dae_dir, &sigma0_);  // frozen: the DAE shield
+  dae_ = load_dae_for(dae_dir, *train_, &sigma0_);  // frozen: the DAE shield
   const at::Device device = train_device(cfg, comm.local_rank());
   dae_->to(device);
   dae_->eval();

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/config.h"
+#include "../support/mpi_world.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "stages/data_source.h"
@@ -18,20 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Communicator& world() {
-  static auto c = make_mpi_communicator();
-  return *c;
-}
-
-std::string shared_dir(const std::string& name) {
-  std::string p;
-  if (world().is_root()) {
-    p = (fs::temp_directory_path() / fmt::format("daei-mpi-{}-{}-np{}", name, ::getpid(), world().size())).string();
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  return world().broadcast(p, 0);
-}
+using test::shared_dir;
+using test::world;
 
 Config cfg(int64_t steps, int64_t stop_after = 0) {
   auto c = Config::defaults();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/toy_run.h"
+#include "../support/mpi_world.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "stages/stage1.h"
@@ -21,28 +22,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Communicator& world() {
-  static auto c = make_mpi_communicator();
-  return *c;
-}
+using test::shared_dir;
+using test::world;
 
-std::string shared_dir(const std::string& name) {
-  std::string p;
-  if (world().is_root()) {
-    p = (fs::temp_directory_path() / fmt::format("daei-mpi-{}-{}-np{}", name, ::getpid(), world().size())).string();
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  return world().broadcast(p, 0);
-}
-
-double max_diff_files(const std::string& a, const std::string& b) {
-  auto ta = load_tensors(a), tb = load_tensors(b);
-  EXPECT_EQ(ta.size(), tb.size());
-  double m = 0;
-  for (auto& [k, v] : ta) m = std::max(m, (v - tb.at(k)).abs().max().item<double>());
-  return m;
-}
+using test::max_diff_files;
 
 // A tiny two-loss model: set "mean" on `a` (a local mean), set "tokens" on `a` and `b` (a sum over a varying number of
 // tokens per row); `frozen` sits in the optimizer but never gets a gradient; one logged term is produced on some

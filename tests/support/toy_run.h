@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "stages/tensor_io.h"
 
 namespace daei::test {
 
@@ -63,6 +64,17 @@ inline Config toy_config(int64_t steps, int64_t batch) {
   c.set(fmt::format("stage3.batch_size={}", batch), "test");
   c.set(fmt::format("stage1.batch_size={}", batch), "test");
   return c;
+}
+
+// Largest |a − b| over the tensors of two safetensors files with the same names.
+inline double max_diff_files(const std::string& a, const std::string& b) {
+  auto ta = load_tensors(a), tb = load_tensors(b);
+  double m = ta.size() == tb.size() ? 0.0 : INFINITY;
+  for (auto& [k, v] : ta) {
+    auto it = tb.find(k);
+    m = std::max(m, it == tb.end() ? INFINITY : (v - it->second).abs().max().item<double>());
+  }
+  return m;
 }
 
 }  // namespace daei::test

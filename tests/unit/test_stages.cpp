@@ -33,13 +33,7 @@ std::string tmp(const std::string& name) {
   return p.string();
 }
 
-double max_diff_files(const std::string& a, const std::string& b) {
-  auto ta = load_tensors(a), tb = load_tensors(b);
-  EXPECT_EQ(ta.size(), tb.size());
-  double m = 0;
-  for (auto& [k, v] : ta) m = std::max(m, (v - tb.at(k)).abs().max().item<double>());
-  return m;
-}
+using test::max_diff_files;
 
 at::Tensor v(std::vector<float> x) { return torch::tensor(x); }
 
