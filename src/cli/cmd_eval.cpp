@@ -25,8 +25,6 @@ std::vector<std::string> g_split_files;
 std::string g_sigmas;
 
 int run_dae_only(Context& ctx) {
-  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"),
-             "eval: no complete DAE at {} (run `daei train --stage 1` first)", final_dae_dir(ctx.run_dir + "/stage1"));
   if (!ctx.comm->is_root()) return kExitOk;  // small: rank 0 alone
   EvalContext ec;
   double s1 = 0, s3 = 0;
@@ -45,6 +43,18 @@ int run_dae_only(Context& ctx) {
   std::cout << t.markdown;
   LOG_INFO("[eval] DAE table written to {}", path);
   return kExitOk;
+}
+
+void validate(Context& ctx) {
+  if (g_dae_only) {
+    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"), "eval --dae-only: no complete DAE at {} (run `daei "
+               "train --stage 1` first)", final_dae_dir(ctx.run_dir + "/stage1"));
+    return;
+  }
+  const std::string given = ctx.config.str("inverter.tokenizer");
+  const std::string tok = given.empty() ? ctx.run_dir + "/tokenizer/spm.model" : given;
+  DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
+  for (const auto& f : g_split_files) DAEI_CHECK(file_exists(f), "eval: --split {}: no such file", f);
 }
 
 int run(Context& ctx) {
@@ -85,7 +95,7 @@ DAEI_SUBCOMMAND(SubcommandSpec{{"eval"},
                                  app.add_option("--sigma", g_sigmas,
                                                 "noise sweep: comma-separated σ list (eval/sigma_sweep.{json,md,png})");
                                },
-                               run});
+                               run, true, false, validate});
 
 }  // namespace
 }  // namespace daei::cli

@@ -17,10 +17,14 @@
 namespace daei::cli {
 namespace {
 
+void validate(Context& ctx) {
+  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage3"),
+             "hypotheses: {}/stage3/final is missing or incomplete (run `daei train --stage 3`)", ctx.run_dir);
+}
+
 int run(Context& ctx) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   const std::string s3 = ctx.run_dir + "/stage3";
-  DAEI_CHECK(Trainer::final_ready(s3), "hypotheses: {}/final is missing or incomplete (run `daei train --stage 3`)", s3);
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   double sigma0 = 0;
@@ -38,7 +42,7 @@ int run(Context& ctx) {
 DAEI_SUBCOMMAND(SubcommandSpec{{"hypotheses"},
                                "stage-4 data: the stage-3 inverter's hypotheses of the training texts, re-queried "
                                "through the noisy embedder into cache/hyp-train (resumable)",
-                               [](CLI::App&) {}, run});
+                               [](CLI::App&) {}, run, true, false, validate});
 
 }  // namespace
 }  // namespace daei::cli

@@ -71,10 +71,11 @@ at::Tensor read_jsonl(const std::string& path) {
   return t;
 }
 
+void validate(Context&) { DAEI_CHECK(file_exists(g_input), "invert: {}: no such file", g_input); }
+
 int run(Context& ctx) {
   if (!ctx.comm->is_root()) return kExitOk;
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  DAEI_CHECK(file_exists(g_input), "invert: {}: no such file", g_input);
   at::Tensor y = g_input.size() > 4 && g_input.substr(g_input.size() - 4) == ".npy" ? read_npy(g_input)
                                                                                      : read_jsonl(g_input);
   DAEI_CHECK(torch::isfinite(y).all().item<bool>(), "invert: {}: the embeddings hold NaN or infinite values", g_input);
@@ -112,7 +113,7 @@ DAEI_SUBCOMMAND(SubcommandSpec{{"invert"},
                                  app.add_option("--input", g_input, "embeddings: .jsonl or .npy [n, d]")->required();
                                  app.add_option("--output", g_output, "JSON lines of recovered texts (default stdout)");
                                },
-                               run});
+                               run, true, false, validate});
 
 }  // namespace
 }  // namespace daei::cli

@@ -49,6 +49,7 @@ int run_step(const Step& st, Context& ctx) {
   } catch (const CLI::ParseError& e) {
     throw Error(fmt::format("pipeline: step '{}': bad options '{}': {}", st.name, st.args, e.what()));
   }
+  if (spec->validate) spec->validate(ctx);
   return spec->run(ctx);
 }
 

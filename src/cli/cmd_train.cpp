@@ -41,8 +41,6 @@ int train_inverter(Context& ctx, const std::string& tag, const std::string& stag
 
 int train_stage2(Context& ctx, const std::string& stage_dir) {
   const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
-  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"),
-             "stage 2 needs the stage-1 DAE: {} is missing or incomplete (run `daei train --stage 1`)", dae);
   return train_inverter(ctx, "stage2", stage_dir,
                         denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae));
 }
@@ -56,9 +54,6 @@ int train_clean_inverter(Context& ctx, const std::string& stage_dir) {
 }
 
 int train_stage3(Context& ctx, const std::string& stage_dir) {
-  for (const std::string need : {"stage1", "stage2"})
-    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
-               "stage 3 starts from the {} final: {}/final is missing or incomplete", need, ctx.run_dir + "/" + need);
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, final_dae_dir(ctx.run_dir + "/stage1"),
@@ -67,10 +62,7 @@ int train_stage3(Context& ctx, const std::string& stage_dir) {
 }
 
 int train_stage4(Context& ctx, const std::string& stage_dir) {
-  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage3"), "stage 4 needs {}/stage3/final (run `daei train --stage 3`)",
-             ctx.run_dir);
   const std::string hyp = ctx.run_dir + "/cache/hyp-train";
-  DAEI_CHECK(file_exists(hyp + "/manifest.json"), "stage 4 needs {} (run `daei hypotheses`)", hyp);
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   std::shared_ptr<const NoisyDataset> hyps(NoisyCache::open(hyp));
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
@@ -81,27 +73,48 @@ int train_stage4(Context& ctx, const std::string& stage_dir) {
 struct StageEntry {
   std::string folder;
   std::function<int(Context&, const std::string&)> train;
+  std::string config_key;          // stageK section with its batch size (the baselines share stage2's budget)
+  std::vector<std::string> needs;  // stages whose final/ this one starts from
 };
 
 const std::map<std::string, StageEntry>& stages() {
   static const std::map<std::string, StageEntry> s{
-      {"1", {"stage1", train_stage1}},
-      {"2", {"stage2", train_stage2}},
-      {"3", {"stage3", train_stage3}},
-      {"4", {"stage4", train_stage4}},
-      {"noisy-inverter", {"noisy-inverter", train_noisy_inverter}},
-      {"clean-inverter", {"clean-inverter", train_clean_inverter}},
+      {"1", {"stage1", train_stage1, "stage1", {}}},
+      {"2", {"stage2", train_stage2, "stage2", {"stage1"}}},
+      {"3", {"stage3", train_stage3, "stage3", {"stage1", "stage2"}}},
+      {"4", {"stage4", train_stage4, "stage4", {"stage3"}}},
+      {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
+      {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
   };
   return s;
 }
 
-int run(Context& ctx) {
+// Before anything is written: the stage exists, its batch splits over the ranks, its inputs are complete.
+void validate(Context& ctx) {
   auto it = stages().find(g_stage);
   if (it == stages().end()) {
     std::vector<std::string> names;
     for (const auto& [k, v] : stages()) names.push_back(k);
     throw UsageError(fmt::format("train: --stage {} is not one of: {}", g_stage, fmt::join(names, ", ")));
   }
+  const auto& e = it->second;
+  const int64_t B = ctx.config.integer(e.config_key + ".batch_size"), A = ctx.config.integer(e.config_key + ".grad_accum");
+  const int64_t W = ctx.comm->size();
+  if (B % (W * A) != 0)
+    throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.config_key, B, W, A));
+  if (Trainer::final_ready(ctx.run_dir + "/" + e.folder) && !g_force) return;  // nothing to do: no inputs needed
+  for (const auto& need : e.needs)
+    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
+               "train --stage {} starts from {}/{}/final, which is missing or incomplete (train that stage first)",
+               g_stage, ctx.run_dir, need);
+  if (g_stage == "4")
+    DAEI_CHECK(file_exists(ctx.run_dir + "/cache/hyp-train/manifest.json"),
+               "train --stage 4 needs {}/cache/hyp-train (run `daei hypotheses`)", ctx.run_dir);
+  if (g_stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
+}
+
+int run(Context& ctx) {
+  auto it = stages().find(g_stage);
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   const std::string stage_dir = ctx.run_dir + "/" + it->second.folder;
   if (Trainer::final_ready(stage_dir) && !g_force) {
@@ -112,7 +125,8 @@ int run(Context& ctx) {
   return it->second.train(ctx, stage_dir);
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
+SubcommandSpec spec() {
+  SubcommandSpec s{
     {"train"},
     "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, clean-inverter: baselines); --resume "
     "continues from the newest checkpoint",
@@ -121,7 +135,12 @@ DAEI_SUBCOMMAND(SubcommandSpec{
       app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
       app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
     },
-    run});
+    run};
+  s.validate = validate;
+  return s;
+}
+
+DAEI_SUBCOMMAND(spec());
 
 }  // namespace
 }  // namespace daei::cli

@@ -7,7 +7,7 @@
 
 namespace daei {
 
-InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir) {
+void require_clean_train_reference(const Config& cfg, const std::string& run_dir) {
   DAEI_CHECK(cfg.flag("reference.enabled"),
              "clean-inverter is a reference outside the threat model (it reads clean training embeddings); set "
              "reference.enabled: true to train it");
@@ -16,6 +16,11 @@ InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir
              "{}/clean: no clean training cache; build it with `daei cache build --split train --clean --set "
              "cache.clean_train_reference=true`",
              dir);
+}
+
+InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir) {
+  require_clean_train_reference(cfg, run_dir);
+  const std::string dir = run_dir + "/cache/train";
   std::shared_ptr<CleanCache> clean(CleanCache::open(dir, CleanCache::OfflineEvalOnly{}));
   InverterTrainData d;
   d.rows = clean->size();

@@ -10,6 +10,8 @@
 namespace daei {
 class Config;
 
+// Refuses unless reference.enabled is set and the clean training cache exists.
+void require_clean_train_reference(const Config& cfg, const std::string& run_dir);
 InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir);
 
 }  // namespace daei
