@@ -1,7 +1,7 @@
 // The one training loop that every stage uses. A stage supplies
 //   - the modules to checkpoint (ModuleList: name prefix → module) and the AdamW parameter groups,
 //   - `loss(batch)`: forward on the local micro-batch. It returns one loss per gradient set (declared with
-//     `grad_sets`; one set "loss" by default), each a local mean (count 0) or a local SUM over `count` units
+//     `grad_sets`; one set "loss" by default), each a local mean (count < 0) or a local SUM over `count` units
 //     (tokens): the Trainer divides a sum by the count of the global batch, so cross-entropy over texts of
 //     different lengths keeps "N ranks on B/N = 1 rank on B";
 //   - with several gradient sets, `combine(sets)`: runs on the averaged global gradients of every set and writes
@@ -84,13 +84,14 @@ struct Batch {
 };
 
 struct SetLoss {
-  at::Tensor value;   // scalar to differentiate
-  double count = 0;   // 0: a local mean over the micro-batch's rows; > 0: a sum over `count` units
+  at::Tensor value;    // scalar to differentiate
+  double count = -1;   // < 0: a local mean over the micro-batch's rows; ≥ 0: a sum over `count` units (0 is an
+                       // empty micro-batch of a summed loss, not a mean)
 };
 
 struct LossOutput {
   at::Tensor loss;                       // gradient set 0
-  double count = 0;                      // as SetLoss::count
+  double count = -1;                     // as SetLoss::count
   std::vector<SetLoss> more;             // gradient sets 1.. in the declared order
   std::map<std::string, double> terms;   // logged, averaged over micro-steps and the ranks that produced them
 };

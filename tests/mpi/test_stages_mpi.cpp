@@ -10,6 +10,7 @@
 #include "../support/toy_run.h"
 #include "../support/mpi_world.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "dist/communicator.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
@@ -123,7 +124,10 @@ TEST(Stage2Mpi, VariableLengthTextsEqualOneRank) {
                                              dir + "/one/final/inverter/model.safetensors"),
                               max_diff_files(dir + "/world/final/inverter/embedding_transform.safetensors",
                                              dir + "/one/final/inverter/embedding_transform.safetensors"));
-    EXPECT_LE(d, 1e-6) << world().size() << " ranks vs 1 rank: max |Δ| = " << d;
+    // 1e-5 as stage 1's test: AdamW divides by √v, so a parameter whose true gradient is ~0 (a token row the batch
+    // barely touches) turns float rounding of its sum (other split, other order) into an lr-sized difference.
+    // Measured 1.05e-6 (np 2) and 1.87e-6 (np 3) after 4 steps; a normalisation error would be ~1e-3.
+    EXPECT_LE(d, 1e-5) << world().size() << " ranks vs 1 rank: max |Δ| = " << d;
     std::printf("[stage2] %d ranks vs 1 rank after 4 steps (texts of 2–10 words): max |Δ| = %.3g\n", world().size(), d);
     fs::remove_all(dir);
   }

@@ -302,7 +302,7 @@ TEST(Inverter, OverfitsThirtyTwoSentencesFromCleanEmbeddings) {
   auto data = std::make_shared<InMemoryDataset>(clean, texts, 0.0);
   const std::string dir = tmp("overfit");
   LocalCommunicator one;
-  auto cfg = test::toy_config(400, 32);
+  auto cfg = test::toy_config(1500, 32);
   for (const char* s : {"inverter.d_model=64", "inverter.d_ff=128", "inverter.num_heads=4", "inverter.d_kv=16",
                         "stage2.lr=3.0e-3", "stage2.warmup_steps=20", "train.log_every=50"})
     cfg.set(s, "test");
