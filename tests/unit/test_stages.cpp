@@ -319,3 +319,29 @@ TEST(Inverter, OverfitsThirtyTwoSentencesFromCleanEmbeddings) {
   EXPECT_EQ(exact, 32) << "first: '" << got[0] << "' vs '" << texts[0] << "'";
   fs::remove_all(dir);
 }
+
+TEST(Trainer, MeanAndSummedLossesBothTrain) {
+  // A mean loss (no count) and a summed loss (count = rows) fit y = 2x alike; a zeroed gradient would leave w at 0.
+  for (const bool summed : {false, true}) {
+    LocalCommunicator one;
+    torch::nn::Linear lin(torch::nn::LinearOptions(1, 1).bias(false));
+    { torch::NoGradGuard ng; lin->weight.zero_(); }
+    TrainerOptions o;
+    o.stage_dir = tmp(summed ? "sum" : "mean");
+    o.total_steps = 60, o.global_batch = 8, o.clip_norm = 0, o.ckpt_every = 0, o.schedule = "constant", o.plot = false;
+    Trainer t(one, o, 32, ModuleList{{"", lin.ptr()}}, {ParamGroupSpec{"w", lin->parameters(), 0.1, 0.0}});
+    auto x = torch::linspace(-1, 1, 32).unsqueeze(1);
+    t.terms = {"loss"};
+    t.loss = [&](const Batch& b) {
+      auto idx = torch::tensor(b.rows, torch::kLong);
+      auto err = (lin->forward(x.index_select(0, idx)) - 2 * x.index_select(0, idx)).pow(2);
+      LossOutput out;
+      out.loss = summed ? err.sum() : err.mean();
+      if (summed) out.count = static_cast<double>(b.rows.size());
+      return out;
+    };
+    ASSERT_EQ(t.run(), kExitOk);
+    EXPECT_NEAR(lin->weight.item<double>(), 2.0, 0.1) << (summed ? "summed" : "mean");
+    fs::remove_all(o.stage_dir);
+  }
+}
