@@ -145,6 +145,9 @@ log_has() { grep -q -- "$2" "$T/$1.out" 2>/dev/null; }
 show_fail() { for f in "$@"; do echo "--- $f"; cat "$f"; done; }
 requeued_now() {  # JOB: a requeued job waits ~2 min (Slurm's BeginTime); start it at once
   wait_for 150 "requeue of job $1" is_state "$1" PENDING
+  # slurmd revokes the old run's credential as the job is requeued; starting it again before that is settled kills
+  # the job for good ("Job credential revoked", seen once in CI when the restart came 0.4 s after the requeue)
+  sleep 5
   scontrol update JobId="$1" StartTime=now
 }
 
