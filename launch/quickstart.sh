@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash launch/setup.sh
-bash launch/build.sh
+bash launch/build.sh --target daei  # the program only; launch/test.sh builds the tests
 CONFIG=${CONFIG:-configs/quickstart.yaml}
 NP=${NP:-2}
 ROOT_FLAGS=()
