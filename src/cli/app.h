@@ -36,7 +36,7 @@ struct SubcommandSpec {
   // Checks of the command's own flags and of the config against them (every rank, the same way), run after the
   // config is loaded and validated and before anything is written: a UsageError here leaves the run directory
   // untouched. (A UsageError thrown later by `run` restores config.yaml as it was.)
-  std::function<void(Context&)> validate;
+  std::function<void(Context&)> validate = nullptr;
 };
 
 int register_subcommand(SubcommandSpec spec);

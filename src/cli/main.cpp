@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 #include "build_info.h"
 #include "cli/app.h"
+#include "cli/config_guard.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -69,31 +71,6 @@ std::string library_versions() {
 
 std::string current_git_rev() { return DAEI_GIT_REV; }  // the build's commit (+ "-dirty"), written at build time
 
-// The run directory keeps the resolved config. When a later command (a resume, the next stage) runs with a
-// different one, say which keys changed before replacing it, so a silent change of σ or model size shows in the log.
-// Returns the previous file's bytes (nullopt: there was none), so that a refusal can put it back.
-std::optional<std::string> save_config_noting_changes(const Context& ctx) {
-  const std::string path = ctx.run_dir + "/config.yaml";
-  std::optional<std::string> before_text;
-  if (file_exists(path)) {
-    try {
-      before_text = read_file(path);
-      Config before = Config::defaults();
-      before.merge_yaml(YAML::Load(*before_text), path);
-      auto changed = Config::diff(before, ctx.config);
-      if (!changed.empty()) {
-        std::string keys;
-        for (auto& k : changed) keys += (keys.empty() ? "" : ", ") + k;
-        LOG_WARN("[main] config differs from {} in: {}", path, keys);
-      }
-    } catch (const std::exception& e) {
-      LOG_WARN("[main] cannot compare with the saved config {}: {}", path, e.what());
-    }
-  }
-  ctx.config.save(path);
-  return before_text;
-}
-
 // A private communicator on which failing ranks find out whether every rank failed (then rank 0 alone reports)
 // or only some (then each reports and the job is aborted: the others may be waiting in a collective).
 MPI_Comm g_error_comm = MPI_COMM_NULL;
@@ -143,6 +120,22 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   ctx.comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(ctx.config, ctx.proc);
   ctx.run_dir = (std::filesystem::path(ctx.config.str("run.root")) / ctx.config.str("run.name")).string();
   if (spec.validate) spec.validate(ctx);
+  // Resuming a run with a config that differs from the saved one: every rank reads and refuses alike, before
+  // anything is written.
+  ConfigChanges changes;
+  if (spec.uses_run_dir) {
+    changes = compare_with_saved(ctx.run_dir, ctx.config);
+    // --force (corpus build, train) redoes the command's own work; the command decides, the change is logged.
+    const bool forced = std::any_of(argv, argv + argc, [](const char* a) { return std::string(a) == "--force"; });
+    if (!changes.refused.empty() && !forced)
+      throw UsageError(fmt::format(
+          "the config differs from {}/config.yaml in keys that would invalidate saved work: {}. Keep the saved "
+          "values, start a new run (run.name), remove those folders, or pass --force to the command that redoes them",
+          ctx.run_dir, fmt::join(changes.refused, "; ")));
+    if (!changes.refused.empty())
+      LOG_WARN("[main] --force: the config changes saved work: {}; work of other steps may now be stale",
+               fmt::join(changes.refused, "; "));
+  }
   if (spec.uses_run_dir && ctx.proc.rank == 0) {
     make_dirs(ctx.run_dir);
     logging::add_file(ctx.run_dir + "/daei.log");
@@ -156,24 +149,19 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   std::string map;
   for (auto& h : hosts) map += (map.empty() ? "" : ", ") + h;
   LOG_INFO("[dist] {} backend, world {}: {}", ctx.comm->kind(), ctx.comm->size(), map);
-  std::optional<std::string> previous;
-  const bool saved = spec.uses_run_dir && ctx.proc.rank == 0;
-  if (saved) previous = save_config_noting_changes(ctx);
+  if (!changes.accepted.empty())
+    LOG_WARN("[main] config differs from {}/config.yaml in keys that change no saved work (accepted): {}",
+             ctx.run_dir, fmt::join(changes.accepted, ", "));
+  SavedConfig saved;
+  const bool saves = spec.uses_run_dir && ctx.proc.rank == 0;
+  if (saves) {
+    saved = save_config(ctx.run_dir, ctx.config, !changes.accepted.empty());
+    if (!saved.history_file.empty()) LOG_INFO("[main] the previous config is kept as {}", saved.history_file);
+  }
   try {
     return spec.run(ctx);
   } catch (const UsageError&) {
-    // Refused: the run directory keeps the config it had.
-    if (saved) {
-      const std::string path = ctx.run_dir + "/config.yaml";
-      try {
-        if (previous)
-          write_file_atomic(path, *previous);
-        else
-          std::filesystem::remove(path);
-      } catch (const std::exception& e) {
-        LOG_WARN("[main] cannot restore {}: {}", path, e.what());
-      }
-    }
+    if (saves) restore_config(ctx.run_dir, saved);  // refused: the run directory keeps the config it had
     throw;
   }
 }

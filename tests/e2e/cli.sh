@@ -36,9 +36,11 @@ done
 # The run directory keeps the resolved config; a later run with other values names the changed keys.
 "$D" cache verify --split nosuch --set run.root=runsA >/dev/null 2>&1
 check "config.yaml saved in the run directory" '[[ -f runsA/quickstart/config.yaml ]] && grep -q "seed: 1234" runsA/quickstart/config.yaml'
+cp runsA/quickstart/config.yaml saved_first.yaml
 err=$("$D" cache verify --split nosuch --set run.root=runsA --set run.seed=99 2>&1)
 check "changed config keys are named" '[[ "$err" == *"config differs"*"run.seed"* ]]'
 check "config.yaml updated" 'grep -q "seed: 99" runsA/quickstart/config.yaml'
+check "the previous config.yaml kept" 'cmp -s saved_first.yaml runsA/quickstart/config.history/*.yaml'
 
 # srun without PMIx: world 1 while SLURM_NTASKS says 4 -> stop at once with the explanation.
 err=$(SLURM_NTASKS=4 "$D" cache verify --split nosuch --set run.root=runsB 2>&1); rc=$?

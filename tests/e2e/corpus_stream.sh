@@ -53,6 +53,11 @@ before=$(sha256sum runs/quickstart/corpus/train.jsonl)
 "$BUILD/daei" corpus build "${ARGS[@]}" 2>log.txt
 grep -q "up to date" log.txt || { cat log.txt; exit 1; }
 if "$BUILD/daei" corpus build "${ARGS[@]}" --set corpus.seed=7 2>err.txt; then echo "a changed config was accepted"; exit 1; fi
-grep -q "pass --force" err.txt || { cat err.txt; exit 1; }
+grep -q "corpus.seed (corpus/ holds work).*pass --force" err.txt || { cat err.txt; exit 1; }
 [[ "$(sha256sum runs/quickstart/corpus/train.jsonl)" == "$before" ]]
+# --force rebuilds with the new config: the guard lets it through with a warning, the saved config follows.
+"$BUILD/daei" corpus build "${ARGS[@]}" --set corpus.seed=7 --force 2>force.txt || { cat force.txt; exit 1; }
+grep -q "\-\-force: the config changes saved work: corpus.seed" force.txt || { cat force.txt; exit 1; }
+[[ "$(sha256sum runs/quickstart/corpus/train.jsonl)" != "$before" ]] || { echo "--force did not rebuild"; exit 1; }
+grep -q "seed: 7" runs/quickstart/config.yaml || { echo "config.yaml does not hold the forced value"; exit 1; }
 echo ok

@@ -89,6 +89,23 @@ if grep -E "^  .*(done in|resumed, done)" "$T/run2.log" | grep -v "^  eval" | gr
   cat "$T/run2.log"; fail "the second run redid a step"
 fi
 
+# Resuming with a changed key: one that would invalidate saved work is refused (exit 2, naming the key and the
+# folder) and the saved config stays; one that changes nothing saved is accepted, named, and the old file is kept.
+cp "$R/config.yaml" "$T/config.before"
+set +e
+err=$("${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" --set stage2.lr=0.002 --set stage3.steps=4 2>&1)
+rc=$?
+set -e
+[[ $rc == 2 && $err == *"stage2.lr (stage2/, noisy-inverter/, clean-inverter/ hold work)"* && $err == *"stage3.steps (stage3/ holds work)"* ]] ||
+  { echo "$err" | tail -5; fail "a change of stage2.lr after stage 2 was not refused (exit $rc)"; }
+[[ $(grep -c "would invalidate saved work" <<<"$err") == 1 ]] || fail "the refusal was not printed once"
+cmp -s "$T/config.before" "$R/config.yaml" || fail "a refused resume rewrote config.yaml"
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" --set train.log_every=3 --set eval.samples=5 >"$T/run2b.log" 2>&1 ||
+  { tail -20 "$T/run2b.log"; fail "a harmless change was refused"; }
+grep -q "change no saved work (accepted): eval.samples, train.log_every" "$T/run2b.log" || fail "accepted keys not named"
+grep -q "log_every: 3" "$R/config.yaml" || fail "config.yaml does not hold the accepted value"
+cmp -s "$T/config.before" "$R"/config.history/*.yaml || fail "the previous config was not kept in config.history/"
+
 # Stopped inside stage 2 (exit 75), then resumed there.
 sed -i "s/name: toy,/name: toy2,/" "$T/toy.yaml"
 set +e

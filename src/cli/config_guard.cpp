@@ -1,0 +1,178 @@
+// Which saved work each config key feeds, and the resume check built on it (see config_guard.h).
+#include "cli/config_guard.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+
+#include "core/fsutil.h"
+#include "core/log.h"
+
+namespace daei::cli {
+namespace fs = std::filesystem;
+namespace {
+
+const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3", "stage4"};
+const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3", "stage4"};
+const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
+                                              "clean-inverter", "stage3", "cache/hyp-train", "stage4"};
+
+struct Rule {
+  std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
+  std::vector<std::string> entries;  // what it feeds; empty: nothing saved depends on it
+};
+
+// Ordered from the specific to the general. A stage's data also depends on everything before it, but a change
+// upstream is already refused by the upstream entry's own saved work, so each key names only what reads it first.
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> r = {
+      // How a run is executed or reported, not what it computes.
+      {"log.", {}},
+      {"dist.", {}},
+      {"assets.", {}},
+      {"run.root", {}},
+      {"run.name", {}},
+      {"train.threads", {}},
+      {"train.log_every", {}},
+      {"train.progress_every_s", {}},
+      {"train.ckpt_every", {}},
+      {"train.keep_last", {}},
+      {"train.stop_after", {}},
+      {"train.device", {}},
+      {"train.amp", {}},
+      {"train.plot", {}},
+      {"stage1.eval_every", {}},
+      {"stage1.eval_rows", {}},
+      {"stage2.eval_every", {}},
+      {"stage3.eval_every", {}},
+      {"stage4.eval_every", {}},
+      {"hypotheses.batch_size", {}},
+      {"embedder.batch_size", {}},
+      {"embedder.concurrency", {}},
+      {"embedder.timeout_s", {}},
+      {"embedder.retries", {}},
+      {"embedder.api_key_env", {}},
+      {"cache.batch_size", {}},
+      {"cache.max_rows_per_s", {}},
+      {"cache.clean_train_reference", {}},  // permits a step; adds a clean cache, changes no existing one
+      {"corpus.sort_buffer_mb", {}},
+      {"dae.table_wiener_rows", {}},        // the evaluation's table only
+      // `eval` writes its results whole from what it evaluated now; nothing it reads depends on these.
+      {"eval.", {}},
+      {"correct.", {}},
+      {"server.", {}},
+      {"estimate.", {}},
+      // What the attack computes.
+      {"run.seed", kEverything},
+      {"corpus.", {"corpus"}},
+      {"embedder.", {"cache"}},
+      {"cache.", {"cache"}},
+      {"dae.", {"stage1"}},
+      {"stage1.", {"stage1"}},
+      {"inverter.vocab_size", {"tokenizer"}},
+      {"inverter.tokenizer", {"tokenizer"}},
+      {"inverter.spm_sentences", {"tokenizer"}},
+      {"inverter.", kInverters},
+      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
+      {"reference.", {"clean-inverter"}},
+      {"stage3.", {"stage3"}},
+      {"hypotheses.", {"cache/hyp-train"}},
+      {"stage4.", {"stage4"}},
+      {"train.", kStages},
+  };
+  return r;
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+bool non_empty_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) != fs::directory_iterator();
+}
+
+}  // namespace
+
+std::vector<std::string> work_depending_on(const std::string& key) {
+  for (const auto& r : rules())
+    if (r.prefix.back() == '.' ? starts_with(key, r.prefix) : (key == r.prefix || starts_with(key, r.prefix + ".")))
+      return r.entries;
+  return kEverything;
+}
+
+bool has_saved_work(const std::string& run_dir, const std::string& entry) {
+  const fs::path dir = fs::path(run_dir) / entry;
+  if (std::find(kStages.begin(), kStages.end(), entry) != kStages.end()) {
+    // A stage folder may hold only a lock file or an archived earlier run (--force); work is a checkpoint or final.
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return false;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if ((n == "final" || starts_with(n, "ckpt-")) && fs::exists(e.path() / "DONE")) return true;
+    }
+    return false;
+  }
+  return non_empty_dir(dir);
+}
+
+ConfigChanges compare_with_saved(const std::string& run_dir, const Config& now) {
+  ConfigChanges out;
+  const std::string path = run_dir + "/config.yaml";
+  if (!file_exists(path)) return out;
+  Config before = Config::defaults();
+  try {
+    before.merge_yaml(YAML::LoadFile(path), path);
+  } catch (const std::exception& e) {
+    LOG_WARN("[main] cannot compare with the saved config {}: {}", path, e.what());
+    return out;
+  }
+  for (const auto& key : Config::diff(before, now)) {
+    std::vector<std::string> holding;
+    for (const auto& entry : work_depending_on(key))
+      if (has_saved_work(run_dir, entry)) holding.push_back(entry + "/");
+    if (holding.empty())
+      out.accepted.push_back(key);
+    else
+      out.refused.push_back(fmt::format("{} ({} {} work)", key, fmt::join(holding, ", "),
+                                        holding.size() == 1 ? "holds" : "hold"));
+  }
+  return out;
+}
+
+SavedConfig save_config(const std::string& run_dir, const Config& now, bool changed) {
+  SavedConfig s;
+  const std::string path = run_dir + "/config.yaml";
+  if (file_exists(path)) {
+    s.previous = read_file(path);
+    if (changed) {
+      char stamp[32];
+      const std::time_t t = std::time(nullptr);
+      std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&t));
+      make_dirs(run_dir + "/config.history");
+      s.history_file = run_dir + "/config.history/" + stamp + ".yaml";
+      for (int i = 1; file_exists(s.history_file); ++i)
+        s.history_file = fmt::format("{}/config.history/{}-{}.yaml", run_dir, stamp, i);
+      write_file_atomic(s.history_file, *s.previous);
+    }
+  }
+  now.save(path);
+  return s;
+}
+
+void restore_config(const std::string& run_dir, const SavedConfig& saved) {
+  const std::string path = run_dir + "/config.yaml";
+  try {
+    if (saved.previous)
+      write_file_atomic(path, *saved.previous);
+    else
+      fs::remove(path);
+    if (!saved.history_file.empty()) fs::remove(saved.history_file);
+  } catch (const std::exception& e) {
+    LOG_WARN("[main] cannot restore {}: {}", path, e.what());
+  }
+}
+
+}  // namespace daei::cli
