@@ -204,6 +204,12 @@ DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::strin
     }
   }
   out.markdown += "\nOracle Wiener filter fitted on " + oracle_from + ".\n";
+  if (const int64_t n = cfg.integer("train.synthetic_rows"); n > 0) {
+    // Seeded synthetic rows stood in for the caches (a test setting): say so wherever the numbers go.
+    out.json_block["synthetic_rows"] = n;
+    out.markdown = fmt::format("**Synthetic rows (train.synthetic_rows = {}), not an embedder's cache: these numbers "
+                               "test the code and measure no defence.**\n\n", n) + out.markdown;
+  }
   return out;
 }
 

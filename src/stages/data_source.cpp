@@ -6,6 +6,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "data/cache.h"
 
@@ -41,6 +42,8 @@ CleanNoisy synthetic_from_config(const Config& cfg, const std::string& split) {
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
                                                      const std::string& split) {
   if (synthetic(cfg)) {
+    LOG_WARN("[data] train.synthetic_rows = {}: the {} split is seeded synthetic rows, not the cache; what is trained "
+             "on them measures no embedder", cfg.integer("train.synthetic_rows"), split);
     auto s = synthetic_from_config(cfg, split);
     return std::make_shared<InMemoryDataset>(s.noisy, std::vector<std::string>{}, s.sigma);
   }

@@ -61,5 +61,8 @@ assert abs(t["mse_noisy"] - 0.0256) < 0.2 * 0.0256, t["mse_noisy"]
 assert math.isfinite(t["mse_dae"]) and 0 < t["mse_dae"] < 2 * t["mse_noisy"], t["mse_dae"]
 assert t["mse_wiener_noisy_only"] < t["mse_noisy"], "the noisy-only Wiener filter must beat the noisy input"
 assert "val" in t["oracle_fitted_on"] or "train" in t["oracle_fitted_on"], t["oracle_fitted_on"]
+assert d["dae"]["synthetic_rows"] == 240, "results from synthetic rows must say so"
 PY
+grep -q "^\*\*Synthetic rows (train.synthetic_rows = 240)" "$T/last.log" || { cat "$T/last.log"; echo "FAIL: table not labelled synthetic"; exit 1; }
+grep -q "\[data\] train.synthetic_rows = 240" "$T/c.log" || { echo "FAIL: no [data] warning for synthetic rows"; exit 1; }
 echo "stage1_resume: OK"

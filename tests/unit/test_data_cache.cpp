@@ -13,6 +13,7 @@
 #include "data/corpus.h"
 #include "dist/communicator.h"
 #include "model/embedder.h"
+#include "../support/assets.h"
 
 using namespace daei;
 namespace fs = std::filesystem;
@@ -174,7 +175,7 @@ TEST(Corpus, BadInputErrorsNameTheFileAndLeaveOutputsAlone) {
 }
 
 TEST(Corpus, WordnetAndSotuWhenInstalled) {
-  if (!fs::exists("/usr/share/wordnet/data.noun")) GTEST_SKIP() << "wordnet-base not installed";
+  DAEI_REQUIRE_ASSET(fs::exists("/usr/share/wordnet/data.noun"), "wordnet-base (/usr/share/wordnet)");
   int64_t n = 0;
   bool saw_example = false;
   read_wordnet("/usr/share/wordnet", [&](std::string s) {
@@ -229,7 +230,7 @@ TEST_F(CacheFixture, BuildReadVerifyRoundTrip) {
   EXPECT_EQ(r.rows, 23);
   EXPECT_EQ(r.shards, 5);
   EXPECT_TRUE(fs::exists(dir("train") + "/shard-00004.h5"));
-  auto c = NoisyCache::open(dir("train"), {emb->id(), 0.04, 4});
+  auto c = NoisyCache::open(dir("train"), {emb->id(), 0.04, 4, ""});
   EXPECT_EQ(c->size(), 23);
   EXPECT_EQ(c->dim(), 4);
   EXPECT_EQ(c->sigma(), 0.04);
@@ -348,7 +349,7 @@ TEST_F(CacheFixture, ShardsFromAnotherEmbedderOrSigmaAreRefused) {
   EXPECT_NE(e.find("shard-00001.h5: sigma is 0.05 but the manifest says 0.04"), std::string::npos) << e;
   e = error_of([&] { NoisyCache::open(dir("train")); });
   EXPECT_NE(e.find("shard-00001.h5: sigma is 0.05"), std::string::npos) << e;
-  e = error_of([&] { NoisyCache::open(dir("other"), {"", -1, 768}); });
+  e = error_of([&] { NoisyCache::open(dir("other"), {"", -1, 768, ""}); });
   EXPECT_NE(e.find("dimension mismatch"), std::string::npos) << e;
 }
 

@@ -15,6 +15,7 @@
 #include "core/sha256.h"
 #include "model/embedder.h"
 #include "model/http_embedder.h"
+#include "../support/assets.h"
 
 using namespace daei;
 using nlohmann::json;
@@ -153,7 +154,7 @@ TEST(Glove, RealAssetWhenInstalled) {
   const char* home = std::getenv("HOME");
   std::string dir = std::getenv("DAEI_ASSETS") ? std::string(std::getenv("DAEI_ASSETS")) + "/glove-100d"
                                                : std::string(home ? home : ".") + "/.cache/daei/glove-100d";
-  if (!file_exists(dir + "/asset.json")) GTEST_SKIP() << "GloVe not converted (launch/setup.sh)";
+  DAEI_REQUIRE_ASSET(file_exists(dir + "/asset.json"), "GloVe (" + dir + "/asset.json)");
   GloveEmbedder g(dir);
   ASSERT_EQ(g.dim(), 100);
   at::Tensor e = g.embed({"the cat sat on the mat", "a dog sat on the rug", "stock markets fell sharply"});
