@@ -509,7 +509,7 @@ TEST(Hypotheses, CacheContentAndResume) {
 
   // Row for row aligned with cache/train: same ids, the texts are the inverter's greedy hypotheses of DAE(y).
   auto train = NoisyCache::open(o.train_cache_dir);
-  auto hyp = NoisyCache::open(o.cache_dir, CacheExpect{f.emb->id(), 0.05, kDim});
+  auto hyp = NoisyCache::open(o.cache_dir, CacheExpect{f.emb->id(), 0.05, kDim, ""});
   std::vector<int64_t> all(HypFixture::kRows);
   std::iota(all.begin(), all.end(), 0);
   EXPECT_EQ(hyp->ids(all), train->ids(all));

@@ -105,7 +105,9 @@ TEST(Generate, CacheOnOffAndBeamOneEqualGreedy) {
     tf = teacher_forced_logprob(*m, e2, m2, c1.sequences, &lens);
     for (int64_t r = 0; r < 8; ++r) {
       EXPECT_NEAR(c1.scores[r].item<double>(), tf[r] / std::pow(static_cast<double>(lens[r]), 0.7), 1e-4) << r;
-      if (r % 2 == 0) EXPECT_GE(c1.scores[r].item<double>(), c1.scores[r + 1].item<double>());
+      if (r % 2 == 0) {
+        EXPECT_GE(c1.scores[r].item<double>(), c1.scores[r + 1].item<double>());
+      }
     }
   }
 }
