@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/safetensors.h"
@@ -131,28 +132,7 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   auto j = nlohmann::json::parse(text, nullptr, false);
   DAEI_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   BertConfig c;
-  auto get = [&](const char* key, auto& field) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return;
-    try {
-      it->get_to(field);
-    } catch (const std::exception& e) {
-      DAEI_FAIL("{}: key '{}': {}", source, key, e.what());
-    }
-  };
-  get("vocab_size", c.vocab_size);
-  get("hidden_size", c.hidden_size);
-  get("num_hidden_layers", c.num_hidden_layers);
-  get("num_attention_heads", c.num_attention_heads);
-  get("intermediate_size", c.intermediate_size);
-  get("hidden_act", c.hidden_act);
-  get("hidden_dropout_prob", c.hidden_dropout_prob);
-  get("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
-  get("max_position_embeddings", c.max_position_embeddings);
-  get("type_vocab_size", c.type_vocab_size);
-  get("layer_norm_eps", c.layer_norm_eps);
-  get("pad_token_id", c.pad_token_id);
-  get("daei_with_pooler", c.with_pooler);
+  read_json_fields(c, j, source);
   c.validate();
   return c;
 }
@@ -160,21 +140,8 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
 BertConfig BertConfig::from_file(const std::string& path) { return from_json_text(read_file(path), path); }
 
 std::string BertConfig::to_json_text() const {
-  nlohmann::json j = {{"model_type", "bert"},
-                      {"architectures", {"BertModel"}},
-                      {"vocab_size", vocab_size},
-                      {"hidden_size", hidden_size},
-                      {"num_hidden_layers", num_hidden_layers},
-                      {"num_attention_heads", num_attention_heads},
-                      {"intermediate_size", intermediate_size},
-                      {"hidden_act", hidden_act},
-                      {"hidden_dropout_prob", hidden_dropout_prob},
-                      {"attention_probs_dropout_prob", attention_probs_dropout_prob},
-                      {"max_position_embeddings", max_position_embeddings},
-                      {"type_vocab_size", type_vocab_size},
-                      {"layer_norm_eps", layer_norm_eps},
-                      {"pad_token_id", pad_token_id},
-                      {"daei_with_pooler", with_pooler}};
+  nlohmann::json j = {{"model_type", "bert"}, {"architectures", {"BertModel"}}};
+  write_json_fields(*this, j);
   return j.dump(2) + "\n";
 }
 

@@ -6,6 +6,7 @@
 #include <torch/nn/init.h>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/safetensors.h"
@@ -40,32 +41,9 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
   auto j = nlohmann::json::parse(text, nullptr, false);
   DAEI_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   T5Config c;
-  auto get = [&](const char* key, auto& field) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return false;
-    try {
-      it->get_to(field);
-    } catch (const std::exception& e) {
-      DAEI_FAIL("{}: key '{}': {}", source, key, e.what());
-    }
-    return true;
-  };
-  get("vocab_size", c.vocab_size);
-  get("d_model", c.d_model);
-  get("d_kv", c.d_kv);
-  get("d_ff", c.d_ff);
-  get("num_layers", c.num_layers);
-  if (!get("num_decoder_layers", c.num_decoder_layers)) c.num_decoder_layers = c.num_layers;
-  get("num_heads", c.num_heads);
-  get("relative_attention_num_buckets", c.relative_attention_num_buckets);
-  get("relative_attention_max_distance", c.relative_attention_max_distance);
-  get("dropout_rate", c.dropout_rate);
-  get("layer_norm_epsilon", c.layer_norm_epsilon);
-  get("feed_forward_proj", c.feed_forward_proj);
-  get("tie_word_embeddings", c.tie_word_embeddings);
-  get("pad_token_id", c.pad_token_id);
-  get("eos_token_id", c.eos_token_id);
-  get("decoder_start_token_id", c.decoder_start_token_id);
+  read_json_fields(c, j, source);
+  // As Hugging Face: without num_decoder_layers the decoder is as deep as the encoder.
+  if (!j.contains("num_decoder_layers") || j["num_decoder_layers"].is_null()) c.num_decoder_layers = c.num_layers;
   c.validate();
   return c;
 }
@@ -73,25 +51,8 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
 T5Config T5Config::from_file(const std::string& path) { return from_json_text(read_file(path), path); }
 
 std::string T5Config::to_json_text() const {
-  nlohmann::json j = {{"model_type", "t5"},
-                      {"architectures", {"T5ForConditionalGeneration"}},
-                      {"is_encoder_decoder", true},
-                      {"vocab_size", vocab_size},
-                      {"d_model", d_model},
-                      {"d_kv", d_kv},
-                      {"d_ff", d_ff},
-                      {"num_layers", num_layers},
-                      {"num_decoder_layers", num_decoder_layers},
-                      {"num_heads", num_heads},
-                      {"relative_attention_num_buckets", relative_attention_num_buckets},
-                      {"relative_attention_max_distance", relative_attention_max_distance},
-                      {"dropout_rate", dropout_rate},
-                      {"layer_norm_epsilon", layer_norm_epsilon},
-                      {"feed_forward_proj", feed_forward_proj},
-                      {"tie_word_embeddings", tie_word_embeddings},
-                      {"pad_token_id", pad_token_id},
-                      {"eos_token_id", eos_token_id},
-                      {"decoder_start_token_id", decoder_start_token_id}};
+  nlohmann::json j = {{"model_type", "t5"}, {"architectures", {"T5ForConditionalGeneration"}}, {"is_encoder_decoder", true}};
+  write_json_fields(*this, j);
   return j.dump(2) + "\n";
 }
 

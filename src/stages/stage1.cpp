@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/fields.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -22,34 +23,27 @@ namespace {
 enum : uint64_t { kTagSigma = 1, kTagNoise = 2, kTagProbes = 3, kTagDropout = 16 };
 
 json options_json(const DaeOptions& o, double sigma0) {
-  return {{"dim", o.dim},         {"hidden", o.hidden},         {"depth", o.depth},
-          {"dropout", o.dropout}, {"spectral_norm", o.spectral_norm}, {"sigma_cond", o.sigma_cond},
-          {"power_iterations", o.power_iterations}, {"sigma0", sigma0}};
+  json j;
+  write_json_fields(o, j);
+  j["sigma0"] = sigma0;
+  return j;
 }
 }  // namespace
 
 DaeOptions dae_options(const Config& cfg, int64_t dim) {
   DaeOptions o;
-  o.dim = dim;
-  o.hidden = cfg.integer("dae.hidden");
-  o.depth = cfg.integer("dae.depth");
-  o.dropout = cfg.real("dae.dropout");
-  o.spectral_norm = cfg.flag("dae.spectral_norm");
-  o.sigma_cond = cfg.flag("dae.sigma_cond");
-  o.power_iterations = cfg.integer("dae.power_iterations");
+  read_config_fields(o, cfg, "dae");
+  o.dim = dim;  // from the data, not the config
   return o;
 }
 
 Dae load_dae(const std::string& dir, double* sigma0_out) {
   const json j = json::parse(read_file(dir + "/dae.json"));
   DaeOptions o;
-  o.dim = j.at("dim");
-  o.hidden = j.at("hidden");
-  o.depth = j.at("depth");
-  o.dropout = j.at("dropout");
-  o.spectral_norm = j.at("spectral_norm");
-  o.sigma_cond = j.at("sigma_cond");
-  o.power_iterations = j.at("power_iterations");
+  DaeOptions::fields(o, [&](const char* key, auto&) {
+    DAEI_CHECK(j.contains(key), "{}/dae.json: no '{}'", dir, key);  // every field written by save_dae
+  });
+  read_json_fields(o, j, dir + "/dae.json");
   Dae dae(o);
   load_module_tensors({{"", dae.ptr()}}, load_tensors(dir + "/model.safetensors"), dir + "/model.safetensors");
   dae->eval();
@@ -148,6 +142,7 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
   ParamGroupSpec g{"dae", dae_->parameters(), cfg.real("stage1.lr"), cfg.real("stage1.weight_decay"), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", dae_.ptr()}}, std::vector{g});
 
+  trainer_->prefetch = [this](const std::vector<int64_t>& rows) { train_->prefetch(rows, false); };
   trainer_->loss = [this](const Batch& b) {
     auto st = sure_step(dae_, *train_, b, seed_, sched_, sure_);
     LossOutput out;

@@ -1,0 +1,52 @@
+// One list of a struct's fields serves every mapping of it: a struct declares
+//   template <class Self, class Visit> static void fields(Self& s, Visit&& v) { v("name", s.name); ... }
+// once, and these helpers read it from / write it to JSON (Hugging Face config.json, dae.json) or read it from a
+// config section. Adding a field is then one line, and the mappings cannot disagree.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace daei {
+
+// Fields present (and not null) in `j` are read; the others keep their defaults. A wrong type names the key.
+template <class T>
+void read_json_fields(T& obj, const nlohmann::json& j, const std::string& source) {
+  T::fields(obj, [&](const char* key, auto& field) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return;
+    try {
+      it->get_to(field);
+    } catch (const std::exception& e) {
+      DAEI_FAIL("{}: key '{}': {}", source, key, e.what());
+    }
+  });
+}
+
+template <class T>
+void write_json_fields(const T& obj, nlohmann::json& j) {
+  T::fields(obj, [&](const char* key, const auto& field) { j[key] = field; });
+}
+
+// Reads `section.name` for each field the config has (a field without a config key keeps its value).
+template <class T>
+void read_config_fields(T& obj, const Config& cfg, const std::string& section) {
+  T::fields(obj, [&](const char* key, auto& field) {
+    const std::string k = section + "." + key;
+    if (!cfg.has(k)) return;
+    using F = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<F, bool>)
+      field = cfg.flag(k);
+    else if constexpr (std::is_integral_v<F>)
+      field = static_cast<F>(cfg.integer(k));
+    else if constexpr (std::is_floating_point_v<F>)
+      field = static_cast<F>(cfg.real(k));
+    else
+      field = cfg.str(k);
+  });
+}
+
+}  // namespace daei
