@@ -10,6 +10,8 @@
 //   t5-epoch     one epoch over texts of the token lengths in --lengths: per-batch padding to the longest row,
 //                length-bucketed batches, real-token-only loss
 //   allreduce    (mpirun -np 2) GradReducer::reduce on the DAE's / the inverter's gradients vs raw MPI_Allreduce
+//   stage3-step  a stage-3 step through the Trainer (SURE + CE sets, all-reduces, PCGrad), split into its phases;
+//                under mpirun with --mpi 1 on N ranks
 // Every line: {"times": [seconds per repetition after one warm-up], "minflt", "maxrss_kb", "malloc", "threads", ...}.
 #include <mpi.h>
 #include <sys/resource.h>
@@ -17,6 +19,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -30,7 +34,12 @@
 #include "dist/mpi_process.h"
 #include "model/generate.h"
 #include "model/inverter.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "stages/pcgrad.h"
+#include "stages/stage1.h"
 #include "stages/sure.h"
+#include "stages/trainer.h"
 
 using namespace daei;
 using json = nlohmann::json;
@@ -329,6 +338,78 @@ json cmd_t5_epoch() {
   return j;
 }
 
+// ------------------------------------------------------------------------------------------------ stage 3
+
+// A stage-3 step through the real Trainer: SURE on the DAE and cross-entropy through DAE → inverter as two gradient
+// sets, each all-reduced, then PCGrad (combine_sure_ce, as stage 3). The Trainer's phase clock splits the step:
+// "forward" holds both forwards and SURE's divergence VJPs (they run inside the loss), then each set's backward,
+// each set's all-reduce, PCGrad, the optimizer. Random rows and labels: only the shapes matter for time.
+json cmd_stage3_step(bool mpi) {
+  std::unique_ptr<Communicator> comm;
+  if (mpi) comm = make_mpi_communicator();
+  else comm = std::make_unique<LocalCommunicator>();
+  const int64_t steps = arg("steps", 4), batch = arg("batch", 64), T = arg("label-len", 32);
+  auto o = dae_options();
+  auto ic = inverter_config();
+  ic.dim = o.dim;
+  torch::manual_seed(0);
+  Dae dae(o);
+  Inverter inv(ic);
+  dae->train();
+  inv->train();
+  const int64_t rows = batch * (steps + 1);
+  auto noisy = torch::randn({rows, o.dim}) * 0.1;
+  auto labels = random_labels(rows, T, ic.t5.vocab_size);
+  const InMemoryDataset data(noisy, {}, 0.04);
+  const std::string dir = fmt::format("{}/daei-bench-stage3-{}-{}", std::filesystem::temp_directory_path().string(),
+                                      ::getpid(), comm->rank());
+  TrainerOptions to;
+  to.stage_dir = comm->broadcast(dir, 0);
+  to.tag = "bench-stage3";
+  to.total_steps = steps + 1;  // the first step warms up and is subtracted below
+  to.global_batch = batch;
+  to.ckpt_every = 0, to.log_every = 1000000, to.progress_every_s = 1e9, to.plot = false;
+  std::vector<ParamGroupSpec> groups{{"inverter", inv->parameters(), 1e-3, 0.01, 0.0},
+                                     {"dae", dae->parameters(), 2e-4, 0.01, 0.5}};
+  Trainer t(*comm, to, rows, ModuleList{{"dae.", dae.ptr()}, {"inverter.", inv.ptr()}}, groups,
+            std::vector<std::string>{"sure", "ce"});
+  t.terms = {"loss", "pcgrad_conflict_frac", "pcgrad_cos"};
+  SigmaSchedule sched;
+  sched.mode = "fixed", sched.sigma0 = sched.sigma_max = 0.04;
+  SureOptions so;
+  so.probes = arg("probes", 5);
+  std::map<std::string, double> after_warmup;
+  t.loss = [&](const Batch& b) {
+    if (b.step == 1 && b.micro == 0) after_warmup = t.phase_seconds();
+    auto st = sure_step(dae, data, b, 1, sched, so);
+    auto y = data.noisy(b.rows);
+    auto e = dae->forward(y, torch::full({y.size(0)}, 0.04));
+    auto tl = inv->loss(e, labels.index_select(0, torch::tensor(b.rows, torch::kLong)));
+    LossOutput out;
+    out.loss = st.loss;
+    out.more.push_back({tl.sum, static_cast<double>(tl.count)});
+    return out;
+  };
+  const size_t n_inv = inv->parameters().size();
+  t.combine = [&](GradSets& sets) { return combine_sure_ce(sets, t.params(), n_inv, sarg("pcgrad", "per_tensor")); };
+  Usage u;
+  const double t0 = now();
+  DAEI_CHECK(t.run() == kExitOk, "stage-3 bench run failed");
+  const double wall = now() - t0;
+  json phases;
+  double total = 0;
+  for (const auto& [k, v] : t.phase_seconds()) {
+    const double per = (v - (after_warmup.count(k) ? after_warmup.at(k) : 0.0)) / static_cast<double>(steps);
+    phases[k] = per;
+    total += per;
+  }
+  if (comm->rank() == 0) std::filesystem::remove_all(to.stage_dir);
+  json j{{"times", {total}}, {"phases", phases}, {"wall_s", wall}, {"world", comm->size()}, {"rank", comm->rank()},
+         {"dae_params", static_cast<int64_t>(dae->parameters().size())}};
+  u.fill(j);
+  return j;
+}
+
 // ------------------------------------------------------------------------------------------------ dist, matmul
 
 json cmd_allreduce() {
@@ -379,7 +460,7 @@ json cmd_matmul() {
 int main(int argc, char** argv) try {
   const std::string malloc_mode = configure_allocator();
   if (argc < 2) {
-    std::cerr << "usage: bench_entries matmul|sure|sure-var|t5-step|t5-generate|t5-epoch|allreduce [--key value ...]\n";
+    std::cerr << "usage: bench_entries matmul|sure|sure-var|t5-step|t5-generate|t5-epoch|allreduce|stage3-step [--key value ...]\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -395,6 +476,7 @@ int main(int argc, char** argv) try {
   else if (cmd == "t5-generate") j = cmd_t5_generate();
   else if (cmd == "t5-epoch") j = cmd_t5_epoch();
   else if (cmd == "allreduce") j = cmd_allreduce();
+  else if (cmd == "stage3-step") j = cmd_stage3_step(mpi);
   else {
     std::cerr << "bench_entries: unknown subcommand " << cmd << "\n";
     return 2;

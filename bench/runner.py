@@ -312,6 +312,27 @@ def main():
                       spread(j["times"]), spread(j["raw_times"]), extra=dict(reduce_s=t, raw_s=r)))
     guarded("allreduce", e5)
 
+    # 8. a stage-3 step through the Trainer split into its phases, at 1 and 2 ranks (same per-rank batch)
+    def e8():
+        S3 = dict(SQ3, steps=2 if Q else 4)
+        for np_ in (1, 2):
+            runs = []
+            for _ in range(rounds):
+                cmd = ([B] if np_ == 1 else mpirun + ["-np", "2", B]) + ["stage3-step", "--mpi", str(int(np_ > 1))]
+                runs.append(run_json(cmd + cpp2(dict(S3, batch=S3["batch"] * np_)))[0])
+            tot = [r["times"][0] for r in runs]
+            phases = {k: med([r["phases"][k] for r in runs]) for k in runs[0]["phases"]}
+            share = {k: round(v / med(tot), 3) for k, v in phases.items()}
+            add(entry("stage3_step_np%d" % np_, med(tot), None, None, "report",
+                      "s/step on rank 0 (per-rank batch %d); phases in `phases_s`, shares in `phase_share`" % S3["batch"],
+                      dict(S3, ranks=np_), 1, "%d processes × %d steps" % (rounds, S3["steps"]), spread(tot),
+                      extra=dict(phases_s=phases, phase_share=share)))
+    SQ3 = dict(dim=100, hidden=512, depth=2, probes=5, repeat=16, vocab=8000, d_model=128, d_kv=32, d_ff=512,
+               layers=2, heads=4, label_len=32, batch=32)
+    if Q:
+        SQ3.update(batch=8, vocab=1000)
+    guarded("stage3_step", e8)
+
     # 4. stage 1 on 2 ranks × 1 thread vs two independent 1-rank processes at the same time
     SQ = dict(dim=100, hidden=512, depth=2, batch=256 if not Q else 64, probes=5)
 
@@ -413,6 +434,14 @@ def markdown(meta, entries):
             e["name"], fmt(e["value"]), fmt(e["reference"]), fmt(e["ratio"]), fmt(e["target"]),
             {True: "yes", False: "**no**", None: "—"}[e["met"]], e["unit"], e["runs"], fmt(e["spread"]),
             fmt(e.get("spread_ref"))))
+    split = [e for e in entries if e["name"].startswith("stage3_step_np") and e.get("phases_s")]
+    if split:
+        keys = sorted(split[0]["phases_s"])
+        L += ["", "### Stage-3 step split (entry 8; seconds per step on rank 0, share of the step)", "",
+              "| ranks | step | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+        for e in split:
+            L.append("| %d | %s | " % (e["sizes"]["ranks"], fmt(e["value"])) + " | ".join(
+                "%s (%.0f %%)" % (fmt(e["phases_s"][k]), 100 * e["phase_share"][k]) for k in keys) + " |")
     notes = os.path.join(ROOT, "bench", "notes.md")  # explanations of missed targets, written by hand after a run
     if os.path.exists(notes) and not meta["quick"]:
         L += ["", open(notes).read().rstrip()]

@@ -44,6 +44,29 @@ PcgradStats pcgrad_project(std::vector<at::Tensor>& g_ce, const std::vector<at::
   return st;
 }
 
+std::map<std::string, double> combine_sure_ce(std::vector<std::vector<at::Tensor>>& sets,
+                                              const std::vector<at::Tensor>& params, size_t n_first,
+                                              const std::string& mode) {
+  std::vector<at::Tensor> ce_dae(sets[1].begin() + n_first, sets[1].end());
+  std::vector<at::Tensor> sure_dae(sets[0].begin() + n_first, sets[0].end());
+  PcgradStats st;
+  if (mode != "off") st = pcgrad_project(ce_dae, sure_dae, mode == "whole");
+  torch::NoGradGuard ng;
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor g;
+    if (i < n_first) {
+      g = sets[1][i];
+    } else {
+      const auto& a = sure_dae[i - n_first];
+      const auto& c = ce_dae[i - n_first];
+      g = a.defined() && c.defined() ? a + c : (a.defined() ? a : c);
+    }
+    if (g.defined()) const_cast<at::Tensor&>(params[i]).mutable_grad() = g;
+  }
+  const double denom = mode == "whole" ? 1.0 : static_cast<double>(std::max<int64_t>(1, st.tensors));
+  return {{"pcgrad_conflict_frac", static_cast<double>(st.conflicts) / denom}, {"pcgrad_cos", st.cosine}};
+}
+
 double lambda_schedule(int64_t step, int64_t warmup, double lambda_max) {
   if (warmup <= 0) return lambda_max;
   return lambda_max * std::min(1.0, static_cast<double>(step) / static_cast<double>(warmup));

@@ -121,6 +121,7 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
                  {"tokens", static_cast<double>(tl.count)}};
     return out;
   };
+  if (data_.prefetch) trainer_->prefetch = data_.prefetch;
   const std::string input = data_.input;
   trainer_->save_final = [this, input, tag](const std::string& dir) {
     inverter_->save(dir + "/inverter");
@@ -154,6 +155,7 @@ InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const
     return (*dae)->forward(y, torch::full({y.size(0)}, sigma0));
   };
   d.texts = [train](const std::vector<int64_t>& rows) { return train->texts(rows); };
+  d.prefetch = [train](const std::vector<int64_t>& rows) { train->prefetch(rows, true); };
   return d;
 }
 
@@ -164,6 +166,7 @@ InverterTrainData noisy_data(std::shared_ptr<const NoisyDataset> train) {
   d.input = "noisy";
   d.embeddings = [train](const std::vector<int64_t>& rows) { return train->noisy(rows); };
   d.texts = [train](const std::vector<int64_t>& rows) { return train->texts(rows); };
+  d.prefetch = [train](const std::vector<int64_t>& rows) { train->prefetch(rows, true); };
   return d;
 }
 

@@ -29,6 +29,7 @@ struct InverterTrainData {
   int64_t rows = 0, dim = 0;
   std::function<at::Tensor(const std::vector<int64_t>&)> embeddings;  // float32 [n, dim] on the CPU
   std::function<std::vector<std::string>(const std::vector<int64_t>&)> texts;
+  std::function<void(const std::vector<int64_t>&)> prefetch;  // optional read-ahead of rows and texts
   std::string input;  // "denoised" | "noisy" | "clean" (logged, recorded in final/)
 };
 

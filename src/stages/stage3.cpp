@@ -43,7 +43,6 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   DAEI_CHECK(proj == "per_tensor" || proj == "whole" || proj == "off",
              "stage3.pcgrad must be per_tensor, whole or off, got '{}'", proj);
   whole_ = proj == "whole";
-  const bool pcgrad_on = proj != "off";
 
   auto opt = trainer_options(cfg, "stage3", stage_dir);
   opt.resume = resume;
@@ -56,6 +55,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
                                        ModuleList{{"dae.", dae_.ptr()}, {"inverter.", inverter_.ptr()}}, groups,
                                        std::vector<std::string>{"sure", "ce"});
   trainer_->terms = {"loss", "sure", "ce", "lambda", "tokens", "pcgrad_conflict_frac", "pcgrad_cos"};
+  trainer_->prefetch = [this](const std::vector<int64_t>& rows) { train_->prefetch(rows, true); };
   trainer_->loss = [this, device](const Batch& b) {
     // Phase 1: SURE on the DAE (the second-order graph stays inside the DAE).
     auto st = sure_step(dae_, *train_, b, seed_, sched_, sure_);
@@ -87,26 +87,8 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   };
   // PCGrad on the global gradients: the DAE gets g_SURE + projected g_CE, the inverter g_CE.
   const size_t n_inv = inverter_->parameters().size();
-  trainer_->combine = [this, n_inv, pcgrad_on](GradSets& sets) {
-    auto& params = trainer_->params();
-    std::vector<at::Tensor> ce_dae(sets[1].begin() + n_inv, sets[1].end());
-    std::vector<at::Tensor> sure_dae(sets[0].begin() + n_inv, sets[0].end());
-    PcgradStats st;
-    if (pcgrad_on) st = pcgrad_project(ce_dae, sure_dae, whole_);
-    torch::NoGradGuard ng;
-    for (size_t i = 0; i < params.size(); ++i) {
-      at::Tensor g;
-      if (i < n_inv) {
-        g = sets[1][i];
-      } else {
-        const auto& a = sure_dae[i - n_inv];
-        const auto& c = ce_dae[i - n_inv];
-        g = a.defined() && c.defined() ? a + c : (a.defined() ? a : c);
-      }
-      if (g.defined()) const_cast<at::Tensor&>(params[i]).mutable_grad() = g;
-    }
-    const double denom = whole_ ? 1.0 : static_cast<double>(std::max<int64_t>(1, st.tensors));
-    return std::map<std::string, double>{{"pcgrad_conflict_frac", st.conflicts / denom}, {"pcgrad_cos", st.cosine}};
+  trainer_->combine = [this, n_inv, proj](GradSets& sets) {
+    return combine_sure_ce(sets, trainer_->params(), n_inv, proj);
   };
   trainer_->save_final = [this, sigma0](const std::string& dir) {
     save_dae(dae_, sigma0, dir + "/dae");

@@ -25,6 +25,7 @@ class PrefixDataset final : public NoisyDataset {
   double sigma() const override { return d_->sigma(); }
   at::Tensor noisy(const std::vector<int64_t>& idx) const override { return d_->noisy(idx); }
   std::vector<std::string> texts(const std::vector<int64_t>& idx) const override { return d_->texts(idx); }
+  void prefetch(const std::vector<int64_t>& idx, bool with_texts) const override { d_->prefetch(idx, with_texts); }
 
  private:
   std::shared_ptr<const NoisyDataset> d_;
@@ -64,6 +65,10 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const std::string& stage_d
   ParamGroupSpec g{"corrector", corrector_->parameters(), cfg.real("stage4.lr"), cfg.real("stage4.weight_decay"), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", corrector_}}, std::vector{g});
   trainer_->terms = {"loss", "tokens", "hyp_cos"};
+  trainer_->prefetch = [this](const std::vector<int64_t>& rows) {
+    train_->prefetch(rows, true);
+    hyps_->prefetch(rows, true);
+  };
   trainer_->loss = [this, device](const Batch& b) {
     at::Tensor target, hyp_e;
     {

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <sys/resource.h>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -200,8 +201,15 @@ const std::vector<int64_t>& Trainer::epoch_plan(int64_t epoch) {
   return plan_;
 }
 
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm,
                          bool& nonfinite) {
+  using clock = std::chrono::steady_clock;
   for (auto& p : params_) p.mutable_grad() = at::Tensor();  // "no gradient" stays distinguishable from zeros
   const size_t S = grad_sets_.size();
   const size_t P = params_.size();
@@ -211,6 +219,14 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   const int64_t epoch = step_ / steps_per_epoch_, in_epoch = step_ % steps_per_epoch_;
   const auto& plan = epoch_plan(epoch);
   const at::Device dev = params_.empty() ? at::Device(at::kCPU) : params_.front().device();
+  if (prefetch && step_ + 1 < opt_.total_steps) {
+    // The next step's local rows (all its micro-steps); a new epoch's order is drawn without replacing plan_.
+    const int64_t next = step_ + 1, e = next / steps_per_epoch_, k = next % steps_per_epoch_;
+    const auto next_plan = e == epoch ? std::vector<int64_t>()
+                                      : shard_plan(n_rows_, comm_.size(), comm_.rank(), e, opt_.seed, local_batch_);
+    const auto& p = e == epoch ? plan : next_plan;
+    prefetch(std::vector<int64_t>(p.begin() + k * local_batch_, p.begin() + (k + 1) * local_batch_));
+  }
   for (int64_t m = 0; m < opt_.grad_accum; ++m) {
     Batch b;
     const auto first = plan.begin() + in_epoch * local_batch_ + m * micro_batch_;
@@ -223,10 +239,12 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
     torch::manual_seed(splitmix64(opt_.seed ^ splitmix64(static_cast<uint64_t>(step_) * 0x10001ULL + m) ^
                                   (static_cast<uint64_t>(comm_.rank()) + 1) * 0x9E3779B97F4A7C15ULL));
     LossOutput out;
+    auto t0 = clock::now();
     {
       AutocastScope amp(opt_.amp, dev);
       out = loss(b);
     }
+    phase_s_["forward"] += seconds_since(t0);
     std::vector<SetLoss> losses{{out.loss, out.count}};
     losses.insert(losses.end(), out.more.begin(), out.more.end());
     DAEI_CHECK(losses.size() == S, "[{}] the loss returned {} gradient sets, {} are declared", opt_.tag, losses.size(),
@@ -238,7 +256,9 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
       summed[i] = kind;
       if (kind) counts[i] += losses[i].count;
       auto v = kind ? losses[i].value : losses[i].value / static_cast<double>(opt_.grad_accum);
+      t0 = clock::now();
       if (v.requires_grad()) v.backward({}, /*retain_graph=*/i + 1 < S);
+      phase_s_["backward " + grad_sets_[i]] += seconds_since(t0);
       if (S > 1) {
         torch::NoGradGuard ng;
         for (size_t p = 0; p < P; ++p) {
@@ -257,8 +277,10 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
     }
   }
   // Token counts of the global batch, one small all-reduce for all sets.
+  auto t0 = clock::now();
   auto c = torch::tensor(counts, torch::kFloat64);
   if (comm_.size() > 1) comm_.allreduce(c, ReduceOp::Sum);
+  phase_s_["reduce counts"] += seconds_since(t0);
   const double W = comm_.size();
   auto normalise = [&](std::vector<at::Tensor>& g, size_t i) {
     if (summed[i] != 1) return;
@@ -268,14 +290,19 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
       if (t.defined()) t.mul_(total > 0 ? W / total : 0.0);  // reduced = Σ/W; want Σ/total
   };
   if (S == 1) {
+    t0 = clock::now();
     reducer_->reduce();
     auto g = grads_of(params_);
     normalise(g, 0);
+    phase_s_["reduce " + grad_sets_[0]] += seconds_since(t0);
   } else {
     for (size_t i = 0; i < S; ++i) {
+      t0 = clock::now();
       reducer_->reduce(sets[i]);
       normalise(sets[i], i);
+      phase_s_["reduce " + grad_sets_[i]] += seconds_since(t0);
     }
+    t0 = clock::now();
     if (combine) {
       for (const auto& [k, v] : combine(sets)) {
         DAEI_CHECK(std::find(terms.begin(), terms.end(), k) != terms.end(),
@@ -292,6 +319,7 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
           else params_[p].mutable_grad() = sets[i][p];
         }
     }
+    phase_s_["combine"] += seconds_since(t0);
   }
   grad_norm = std::sqrt(sq_norm(grads_of(params_)));
   nonfinite = !std::isfinite(grad_norm);
@@ -397,6 +425,7 @@ int Trainer::run() {
     double gn = 0;
     bool nonfinite = false;
     train_step(acc_terms, gn, nonfinite);
+    const auto t_opt = std::chrono::steady_clock::now();
     ControlWord local;
     local.stop = signals::stop_requested() || (opt_.stop_after > 0 && step_ + 1 == opt_.stop_after);
     local.save = opt_.ckpt_every > 0 && (step_ + 1) % opt_.ckpt_every == 0;
@@ -420,6 +449,7 @@ int Trainer::run() {
       }
       optim_->step();
     }
+    phase_s_["optimizer"] += seconds_since(t_opt);
     ++step_;
     acc_norm += gn;
     ++acc_n;
@@ -466,6 +496,18 @@ int Trainer::run() {
   }
   save_checkpoint("final", false);
   if (comm_.is_root() && opt_.plot) plot_curves(opt_.stage_dir);
+  double total = 0;
+  for (const auto& [k, v] : phase_s_) total += v;
+  if (total > 0) {
+    std::string parts;
+    for (const auto& [k, v] : phase_s_) parts += fmt::format("{}{} {:.0f} %", parts.empty() ? "" : ", ", k, 100 * v / total);
+    LOG_INFO("[{}] where the step time went (rank 0): {}", opt_.tag, parts);
+  }
+  // Peak memory of every rank (whole process so far: the figure a scheduler's memory limit is checked against).
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const auto rss = comm_.allgather(fmt::format("{:.0f}", static_cast<double>(ru.ru_maxrss) / 1024.0));
+  LOG_INFO("[{}] peak RSS per rank (MB): {}", opt_.tag, fmt::join(rss, ", "));
   LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, final_dir(opt_.stage_dir));
   return kExitOk;
 }

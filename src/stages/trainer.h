@@ -109,6 +109,9 @@ class Trainer {
   std::vector<std::string> terms;  // logged term names (declared up front; an undeclared term is an error)
   std::function<std::map<std::string, double>(GradSets&)> combine;
   std::function<std::map<std::string, double>(int64_t step)> evaluate;
+  // A hint, before each step's forward: the rows this rank reads at the next step (the data source may load them
+  // in the background while this step computes). Results never depend on it.
+  std::function<void(const std::vector<int64_t>& rows)> prefetch;
   // Extra files for every checkpoint (rank 0, into the temporary folder before DONE), e.g. dae.json.
   std::function<void(const std::string& dir)> save_extra;
   // final/: one folder a module (rank 0, into the temporary folder). Without it final/ is a checkpoint's model.
@@ -125,6 +128,10 @@ class Trainer {
   const TrainerOptions& options() const { return opt_; }
   // The learning rates the optimizer used at the last step, by group (for tests of the schedule).
   std::vector<double> current_lrs() const;
+  // Host wall seconds spent in each part of the steps run so far: "forward" (the loss closure, data included),
+  // "backward SET", "reduce SET" (the all-reduce of a gradient set, with the token counts' in "reduce counts"),
+  // "combine", "optimizer" (agreement, clipping, AdamW). With a CUDA device only what the host waited for counts.
+  const std::map<std::string, double>& phase_seconds() const { return phase_s_; }
 
   // Checkpoint layout helpers.
   static bool is_complete(const std::string& dir);            // has DONE
@@ -155,6 +162,7 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optim_;
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
+  std::map<std::string, double> phase_s_;
   int64_t plan_epoch_ = -1;
   std::vector<int64_t> plan_;
   int lock_fd_ = -1;

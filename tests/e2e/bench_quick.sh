@@ -14,7 +14,8 @@ bash "$SRC/bench/run.sh" --quick --build "$BUILD" --out "$out" >"$out/log" 2>&1;
 import json, os, sys
 want = ["stage1_sure_step", "sure_variant_batched", "sure_variant_fd", "stage2_step", "stage2_flop_rate",
         "stage2_generate", "stage2_epoch", "malloc_sure_step", "malloc_t5_step", "allreduce_dae", "allreduce_t5",
-        "dp_stage1_2ranks", "cache_build", "peak_rss_cache_build", "peak_rss_stage1_sure_step", "peak_rss_stage2_step"]
+        "dp_stage1_2ranks", "cache_build", "peak_rss_cache_build", "peak_rss_stage1_sure_step", "peak_rss_stage2_step",
+        "stage3_step_np1", "stage3_step_np2"]
 fields = ["name", "value", "reference", "ratio", "target", "met", "unit", "sizes", "threads", "runs", "spread"]
 fails = 0
 try:
@@ -31,6 +32,11 @@ for n in want:
         print("FAIL: %s lacks %s" % (n, miss)); fails += 1
     if e["target"] == "error" or e["value"] is None:
         print("FAIL: %s: %s" % (n, e.get("note", "no value"))); fails += 1
+phases = {"forward", "backward sure", "backward ce", "reduce sure", "reduce ce", "reduce counts", "combine", "optimizer"}
+for n in ("stage3_step_np1", "stage3_step_np2"):
+    p = got.get(n, {}).get("phases_s", {})
+    if set(p) != phases or not all(v >= 0 for v in p.values()) or p.get("forward", 0) <= 0:
+        print("FAIL: %s phases %s, want %s" % (n, sorted(p), sorted(phases))); fails += 1
 for k in ("command", "git_revision", "machine", "wall_s", "load_average_start"):
     if k not in r["meta"]:
         print("FAIL: meta lacks", k); fails += 1

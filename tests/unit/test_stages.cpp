@@ -345,3 +345,28 @@ TEST(Trainer, MeanAndSummedLossesBothTrain) {
     fs::remove_all(o.stage_dir);
   }
 }
+
+TEST(Trainer, PrefetchNamesTheNextStepsRowsAcrossAnEpochBoundary) {
+  // 20 rows, local batch 8 (2 micro-steps of 4): 2 steps an epoch, so steps 1→2 and 3→4 cross into a new epoch.
+  LocalCommunicator one;
+  torch::nn::Linear lin(torch::nn::LinearOptions(1, 1).bias(false));
+  TrainerOptions o;
+  o.stage_dir = tmp("prefetch");
+  o.total_steps = 5, o.global_batch = 8, o.grad_accum = 2, o.ckpt_every = 0, o.plot = false;
+  Trainer t(one, o, 20, ModuleList{{"", lin.ptr()}}, {ParamGroupSpec{"w", lin->parameters(), 0.1, 0.0}});
+  std::vector<std::vector<int64_t>> read(5), hinted(5);
+  int64_t hints = 0;
+  t.terms = {"loss"};
+  t.prefetch = [&](const std::vector<int64_t>& rows) { hinted.at(static_cast<size_t>(++hints)) = rows; };
+  t.loss = [&](const Batch& b) {
+    auto& r = read.at(static_cast<size_t>(b.step));
+    r.insert(r.end(), b.rows.begin(), b.rows.end());
+    LossOutput out;
+    out.loss = lin->forward(torch::ones({1, 1})).sum();
+    return out;
+  };
+  ASSERT_EQ(t.run(), kExitOk);
+  EXPECT_EQ(hints, 4) << "one hint before each step that has a next step";
+  for (size_t s = 1; s < 5; ++s) EXPECT_EQ(hinted[s], read[s]) << "step " << s;
+  fs::remove_all(o.stage_dir);
+}
