@@ -151,14 +151,16 @@ def main():
     suffix = "-quick" if Q else ""
     os.makedirs(os.path.join(ROOT, a.out), exist_ok=True)
     jpath = os.path.join(ROOT, a.out, "results%s.json" % suffix)
-    kept = []
+    kept, earlier = [], None
     if only and os.path.exists(jpath):  # --only: keep the other entries of the earlier run, marked as such
         try:
             old = json.load(open(jpath))
             kept = [dict(e, from_earlier_run=e.get("from_earlier_run") or old["meta"]["git_revision"])
                     for e in old["entries"] if not any(e["name"].startswith(o.rstrip("s")) for o in only)]
+            earlier = old["meta"].get("earlier_run") or {k: old["meta"][k] for k in (
+                "command", "git_revision", "load_average_start", "load_average_end", "wall_s")}
         except (OSError, ValueError, KeyError):
-            kept = []
+            kept, earlier = [], None
 
     def save(final=False):
         wall = time.time() - t_start
@@ -169,6 +171,8 @@ def main():
                     machine=machine(), load_average_start=load0, load_average_end=open("/proc/loadavg").read().split()[:3],
                     wall_s=round(wall, 1), quick=Q, complete=final, malloc_default="tuned",
                     env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1))
+        if kept and earlier:
+            meta["earlier_run"] = earlier
         allE = kept + entries
         with open(jpath, "w") as f:
             json.dump(dict(meta=meta, entries=allE, log=LOG), f, indent=1)
@@ -426,12 +430,18 @@ def markdown(meta, entries):
                                                                                  " ".join(meta["load_average_end"])),
          "- wall time: %.0f s; threads: 1 torch thread, OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 in every process" %
          meta["wall_s"],
-         "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians", "",
+         "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians"]
+    if meta.get("earlier_run"):
+        er = meta["earlier_run"]
+        L.append("- entries marked † come from the earlier run `%s` at %s (load %s → %s, wall %.0f s); the lines above "
+                 "describe only this run" % (er["command"], er["git_revision"], " ".join(er["load_average_start"]),
+                                             " ".join(er["load_average_end"]), er["wall_s"]))
+    L += ["",
          "| entry | value | reference | ratio | target | met | unit | runs | spread (daei / ref) |",
          "|---|---:|---:|---:|---:|---|---|---|---|"]
     for e in entries:
         L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
-            e["name"], fmt(e["value"]), fmt(e["reference"]), fmt(e["ratio"]), fmt(e["target"]),
+            e["name"] + (" †" if e.get("from_earlier_run") else ""), fmt(e["value"]), fmt(e["reference"]), fmt(e["ratio"]), fmt(e["target"]),
             {True: "yes", False: "**no**", None: "—"}[e["met"]], e["unit"], e["runs"], fmt(e["spread"]),
             fmt(e.get("spread_ref"))))
     split = [e for e in entries if e["name"].startswith("stage3_step_np") and e.get("phases_s")]

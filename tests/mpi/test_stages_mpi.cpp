@@ -82,7 +82,7 @@ TEST(TrainerMpi, TwoSetsTokenWeightedFrozenBranchEqualOneRank) {
   const auto frozen0 = w.frozen->weight.clone();
   ASSERT_EQ(w.trainer(world(), dir + "/world")->run(), kExitOk);
   EXPECT_TRUE(torch::equal(w.frozen->weight, frozen0)) << "a parameter without gradient was changed (weight decay)";
-  if (world().is_root()) {
+  if (world().is_root()) [&] {  // a failed ASSERT leaves the lambda, not the test: the barrier below is reached
     LocalCommunicator one;
     TwoLoss s;
     ASSERT_EQ(s.trainer(one, dir + "/one")->run(), kExitOk);
@@ -91,7 +91,7 @@ TEST(TrainerMpi, TwoSetsTokenWeightedFrozenBranchEqualOneRank) {
     EXPECT_LE(d, 1e-6) << world().size() << " ranks vs 1 rank: max |Δ| = " << d;
     std::printf("[trainer] two sets, token-weighted, %d ranks vs 1: max |Δ| = %.3g\n", world().size(), d);
     fs::remove_all(dir);
-  }
+  }();
   world().barrier();
 }
 
@@ -116,7 +116,7 @@ TEST(Stage2Mpi, VariableLengthTextsEqualOneRank) {
     InverterStage s(cfg, world(), "noisy-inverter", dir + "/world", noisy_data(t.data), t.tok, false, false);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  if (world().is_root()) {
+  if (world().is_root()) [&] {  // a failed ASSERT leaves the lambda, not the test: the barrier below is reached
     LocalCommunicator one;
     InverterStage s(cfg, one, "noisy-inverter", dir + "/one", noisy_data(t.data), t.tok, false, false);
     ASSERT_EQ(s.run(), kExitOk);
@@ -130,7 +130,7 @@ TEST(Stage2Mpi, VariableLengthTextsEqualOneRank) {
     EXPECT_LE(d, 1e-5) << world().size() << " ranks vs 1 rank: max |Δ| = " << d;
     std::printf("[stage2] %d ranks vs 1 rank after 4 steps (texts of 2–10 words): max |Δ| = %.3g\n", world().size(), d);
     fs::remove_all(dir);
-  }
+  }();
   world().barrier();
 }
 
@@ -154,7 +154,7 @@ TEST(Stage3Mpi, PcgradWithConflictsEqualsOneRank) {
     Stage3 s(cfg, world(), dir + "/world", t.data, t.tok, dir + "/dae", dir + "/inverter", false, false);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  if (world().is_root()) {
+  if (world().is_root()) [&] {  // a failed ASSERT leaves the lambda, not the test: the barrier below is reached
     LocalCommunicator one;
     Stage3 s(cfg, one, dir + "/one", t.data, t.tok, dir + "/dae", dir + "/inverter", false, false);
     ASSERT_EQ(s.run(), kExitOk);
@@ -174,6 +174,6 @@ TEST(Stage3Mpi, PcgradWithConflictsEqualsOneRank) {
     std::printf("[stage3] %d ranks vs 1 rank after 10 steps with PCGrad (max conflict fraction %.2f): max |Δ| = %.3g\n",
                 world().size(), most, d);
     fs::remove_all(dir);
-  }
+  }();
   world().barrier();
 }
