@@ -167,7 +167,8 @@ def main():
         meta = dict(command="nice -n 5 bench/run.sh" + (" --quick" if Q else "") + (" --only " + a.only if a.only else ""),
                     git_revision=subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
                                                 text=True).stdout.strip(),
-                    dirty=subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "bench"], cwd=ROOT).returncode != 0,
+                    dirty=subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "bench", ":!bench/results*",
+                                          ":!bench/notes.md"], cwd=ROOT).returncode != 0,
                     machine=machine(), load_average_start=load0, load_average_end=open("/proc/loadavg").read().split()[:3],
                     wall_s=round(wall, 1), quick=Q, complete=final, malloc_default="tuned",
                     env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1))
