@@ -514,21 +514,6 @@ CacheReadStats NoisyCache::read_stats() const {
   return buf_->stats;
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Clean reader (offline evaluation only)
-
-std::unique_ptr<CleanCache> CleanCache::open(const std::string& cache_dir, OfflineEvalOnly) {
-  std::unique_ptr<CleanCache> c(new CleanCache());
-  c->impl_ = NoisyCache::open_kind(cache_dir + "/clean", "clean", {}, {});
-  return c;
-}
-
-CleanCache::~CleanCache() = default;
-int64_t CleanCache::size() const { return impl_->size(); }
-int64_t CleanCache::dim() const { return impl_->dim(); }
-at::Tensor CleanCache::clean(const std::vector<int64_t>& idx) const { return impl_->noisy(idx); }
-at::Tensor CleanCache::all_clean() const { return impl_->all_noisy(); }
-std::vector<std::string> CleanCache::texts(const std::vector<int64_t>& idx) const { return impl_->texts(idx); }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Verify

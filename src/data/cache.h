@@ -8,7 +8,7 @@
 //                                content_sha256.
 //   cache/SPLIT/manifest.json    written last by rank 0 = DONE: shards, rows, per-shard digests, embedder, σ, dim…
 //   cache/SPLIT/clean/...        clean embeddings (`--clean`, evaluation splits): same layout with clean[N,d]
-//                                float32 and attribute offline_eval_only = 1. Only CleanCache opens them.
+//                                float32 and attribute offline_eval_only = 1. Only CleanCache (src/eval) opens them.
 //
 // Content digest: SHA-256 over rows in order, each row = id (int64 LE) ‖ vector bytes as stored ‖ text length
 // (uint64 LE) ‖ text bytes. It does not depend on the shard size or on how many ranks wrote the cache.
@@ -134,22 +134,9 @@ class NoisyCache final : public NoisyDataset {
   friend class CleanCache;
 };
 
-// Clean embeddings for offline evaluation and the clean-data references (clean-to-clean, clean-to-noisy, oracle
-// Wiener filter) only. No attack stage may use it (DESIGN.md, threat model).
-class CleanCache {
- public:
-  struct OfflineEvalOnly {};  // spelled out at every call site: CleanCache::open(dir, CleanCache::OfflineEvalOnly{})
-  static std::unique_ptr<CleanCache> open(const std::string& cache_dir, OfflineEvalOnly);
-  ~CleanCache();
-  int64_t size() const;
-  int64_t dim() const;
-  at::Tensor clean(const std::vector<int64_t>& idx) const;  // float32 [n, d]
-  at::Tensor all_clean() const;
-  std::vector<std::string> texts(const std::vector<int64_t>& idx) const;
-
- private:
-  CleanCache() = default;
-  std::unique_ptr<NoisyCache> impl_;  // same layout, dataset "clean"
-};
+// The clean reader, CleanCache, is declared in src/eval/clean_cache.h and defined in daei_eval, which the training
+// stages do not link: an attack stage cannot even name it (threat model, DESIGN.md). It opens cache/SPLIT/clean
+// through NoisyCache::open_kind, hence the friend declaration above.
+class CleanCache;
 
 }  // namespace daei

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/cache.h"
+#include "eval/clean_cache.h"
 #include "dist/communicator.h"
 #include "eval/dae_table.h"
 #include "eval/metrics.h"

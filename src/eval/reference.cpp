@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "data/cache.h"
+#include "eval/clean_cache.h"
 
 namespace daei {
 

@@ -13,6 +13,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/cache.h"
+#include "eval/clean_cache.h"
 #include "eval/metrics.h"
 #include "eval/systems.h"
 #include "model/embedder.h"

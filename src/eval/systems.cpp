@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/cache.h"
+#include "eval/clean_cache.h"
 #include "eval/correction.h"
 #include "eval/dae_table.h"
 #include "model/corrector.h"

@@ -32,12 +32,13 @@ CleanNoisy synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t see
 
 namespace {
 bool synthetic(const Config& cfg) { return cfg.integer("train.synthetic_rows") > 0; }
+}  // namespace
+
 CleanNoisy synthetic_from_config(const Config& cfg, const std::string& split) {
   const int64_t n = cfg.integer("train.synthetic_rows");
   return synthetic_split(split == "train" ? n : std::max<int64_t>(64, n / 8), cfg.integer("train.synthetic_dim"),
                          cfg.real("train.synthetic_sigma"), static_cast<uint64_t>(cfg.integer("run.seed")), split);
 }
-}  // namespace
 
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
                                                      const std::string& split) {
@@ -53,19 +54,6 @@ std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const st
   CacheExpect expect;
   expect.sigma = cfg.real("embedder.sigma");
   return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect));
-}
-
-CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split) {
-  if (synthetic(cfg)) return synthetic_from_config(cfg, split);
-  const std::string dir = run_dir + "/cache/" + split;
-  auto noisy = NoisyCache::open(dir);
-  auto clean = CleanCache::open(dir, CleanCache::OfflineEvalOnly{});
-  DAEI_CHECK(clean->size() == noisy->size(), "{}: {} clean rows for {} noisy rows", dir, clean->size(), noisy->size());
-  CleanNoisy out;
-  out.noisy = noisy->all_noisy();
-  out.clean = clean->all_clean();
-  out.sigma = noisy->sigma();
-  return out;
 }
 
 }  // namespace daei

@@ -15,14 +15,15 @@ class Config;
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
                                                      const std::string& split);
 
-// Evaluation only (offline_eval_only data): clean and noisy rows of a split, aligned.
+// Clean and noisy rows of a split, aligned. From a cache only through open_eval_split (src/eval/clean_cache.h:
+// evaluation, which the stages do not link); the synthetic set's clean rows are generated, not an embedder's.
 struct CleanNoisy {
   at::Tensor clean, noisy;  // [n, d] float32
   double sigma = 0;
 };
-CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split);
 
-// The synthetic set itself (deterministic in seed and split).
+// The synthetic set itself (deterministic in seed and split), and as the train.synthetic_* keys ask for it.
 CleanNoisy synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t seed, const std::string& split);
+CleanNoisy synthetic_from_config(const Config& cfg, const std::string& split);
 
 }  // namespace daei

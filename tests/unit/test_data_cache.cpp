@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "data/cache.h"
+#include "eval/clean_cache.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
 #include "model/embedder.h"

@@ -1,0 +1,37 @@
+// Clean embeddings, for offline evaluation and the clean-data references (clean-to-clean, clean-to-noisy, the oracle
+// Wiener filter) only. This header and its definitions belong to daei_eval, which the training stages do not link:
+// an attack stage can neither include a declaration nor link a definition of the clean reader (threat model,
+// DESIGN.md). A test checks that no library below daei_eval defines it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include <torch/types.h>
+
+#include "data/cache.h"
+#include "stages/data_source.h"
+
+namespace daei {
+
+class Config;
+
+class CleanCache {
+ public:
+  struct OfflineEvalOnly {};  // spelled out at every call site: CleanCache::open(dir, CleanCache::OfflineEvalOnly{})
+  static std::unique_ptr<CleanCache> open(const std::string& cache_dir, OfflineEvalOnly);
+  ~CleanCache();
+  int64_t size() const;
+  int64_t dim() const;
+  at::Tensor clean(const std::vector<int64_t>& idx) const;  // float32 [n, d]
+  at::Tensor all_clean() const;
+  std::vector<std::string> texts(const std::vector<int64_t>& idx) const;
+
+ private:
+  CleanCache() = default;
+  std::unique_ptr<NoisyCache> impl_;  // same layout, dataset "clean"
+};
+
+// Clean and noisy rows of a cached split, aligned (the synthetic set when train.synthetic_rows > 0).
+CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split);
+
+}  // namespace daei

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The threat model at link level (DESIGN.md): the clean-embedding reader (CleanCache, open_eval_split) is defined in
+# daei_eval only. The libraries an attack stage links (core, dist, model, data, stages) define none of it, so a
+# training stage can neither name nor link it. The positive check on daei_eval keeps the pattern honest.
+set -uo pipefail
+BUILD=$1
+L=$BUILD/src
+pattern='CleanCache::|open_eval_split'
+for lib in core dist model data stages; do
+  f=$L/libdaei_$lib.a
+  [[ -f $f ]] || { echo "FAIL: $f missing"; exit 1; }
+  hits=$(nm -C --defined-only "$f" 2>/dev/null | grep -E "$pattern")
+  [[ -z $hits ]] || { echo "FAIL: libdaei_$lib.a defines the clean reader:"; echo "$hits" | head -5; exit 1; }
+done
+defs=$(nm -C --defined-only "$L/libdaei_eval.a")  # not piped into grep -q: nm's SIGPIPE would fail the pipeline
+grep -q "CleanCache::open" <<<"$defs" ||
+  { echo "FAIL: libdaei_eval.a does not define CleanCache::open (the check above would prove nothing)"; exit 1; }
+echo "threat_model_link: OK (clean reader defined in libdaei_eval.a only)"
