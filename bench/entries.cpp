@@ -5,7 +5,8 @@
 //                under mpirun with --mpi: data parallel, gradients averaged by GradReducer
 //   sure-var     the divergence estimate of each variant at equal K on a fixed DAE: mean, std over probe draws,
 //                and the exact divergence (d VJPs) for comparison
-//   t5-step      stage-2 step of the small inverter (forward + backward + AdamW), with its counted matmul FLOPs
+//   t5-step      stage-2 step of the small inverter (forward + backward + AdamW), with its counted matmul FLOPs;
+//                under mpirun with --mpi 1: data parallel, gradients averaged by GradReducer
 //   t5-generate  greedy decoding, batch B, --label-len tokens (eos forbidden so every run decodes all of them)
 //   t5-epoch     one epoch over texts of the token lengths in --lengths: per-batch padding to the longest row,
 //                length-bucketed batches, real-token-only loss
@@ -233,14 +234,24 @@ double t5_forward_flops(const InverterConfig& c, double B, double T, double N) {
 
 at::Tensor random_labels(int64_t B, int64_t T, int64_t V) { return torch::randint(2, V, {B, T}, torch::kLong); }
 
-json cmd_t5_step() {
+// Under mpirun with --mpi 1: data parallel (B rows a rank), gradients averaged by GradReducer each step.
+json cmd_t5_step(bool mpi) {
+  std::unique_ptr<Communicator> comm;
+  if (mpi) comm = make_mpi_communicator();
+  const int rank = comm ? comm->rank() : 0;
   const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
   auto c = inverter_config();
   torch::manual_seed(0);
   Inverter m(c);
   m->train();
+  std::unique_ptr<GradReducer> red;
+  if (comm) {
+    red = std::make_unique<GradReducer>(*comm, m->parameters());
+    red->broadcast_parameters();
+  }
   torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
-  std::vector<double> times;
+  torch::manual_seed(1 + rank);
+  std::vector<double> times, reduce_times;
   Usage u;
   for (int64_t s = 0; s < steps + 1; ++s) {
     auto e = torch::randn({B, c.dim});
@@ -249,13 +260,17 @@ json cmd_t5_step() {
     opt.zero_grad();
     auto l = m->loss(e, labels);
     (l.sum / static_cast<double>(l.count)).backward();
+    const double t1 = now();
+    if (red) red->reduce();
+    const double t2 = now();
     opt.step();
-    if (s > 0) times.push_back(now() - t0);
+    if (s > 0) times.push_back(now() - t0), reduce_times.push_back(t2 - t1);
   }
   int64_t n = 0;
   for (auto& p : m->parameters()) n += p.numel();
   json j{{"times", times}, {"flops", 3 * t5_forward_flops(c, B, T, B * T)}, {"params", n}, {"batch", B},
-         {"label_len", T}};
+         {"label_len", T}, {"rank", rank}};
+  if (red) j["reduce_times"] = reduce_times;
   u.fill(j);
   return j;
 }
@@ -472,7 +487,7 @@ int main(int argc, char** argv) try {
   if (cmd == "matmul") j = cmd_matmul();
   else if (cmd == "sure") j = cmd_sure(mpi);
   else if (cmd == "sure-var") j = cmd_sure_var();
-  else if (cmd == "t5-step") j = cmd_t5_step();
+  else if (cmd == "t5-step") j = cmd_t5_step(mpi);
   else if (cmd == "t5-generate") j = cmd_t5_generate();
   else if (cmd == "t5-epoch") j = cmd_t5_epoch();
   else if (cmd == "allreduce") j = cmd_allreduce();

@@ -363,6 +363,32 @@ def main():
                   extra=dict(reduce_s=red, reduce_share=red / med([med(r["times"]) for r in ra]))))
     guarded("dp_stage1", e4)
 
+    # 4b. the same for a stage-2 step (the quickstart's T5 inverter, 32 rows a rank)
+    SQ2 = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, d_ff=512, layers=2, heads=4, label_len=32,
+               batch=32 if not Q else 8)
+
+    def e4b():
+        steps = 3 if Q else 8
+
+        def dp():
+            j = run_json(mpirun + ["-np", "2", B, "t5-step", "--mpi", "1"] + cpp2(dict(SQ2, steps=steps)))[0]
+            j["rate"] = 2 * SQ2["batch"] / med(j["times"])
+            return j
+
+        def indep():
+            cmd = [B, "t5-step"] + cpp2(dict(SQ2, steps=steps))
+            ps = [subprocess.Popen(cmd, cwd=ROOT, env=ENV1, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+            outs = [json.loads([l for l in p.communicate()[0].splitlines() if l.startswith("{")][0]) for p in ps]
+            return dict(rate=sum(SQ2["batch"] / med(o["times"]) for o in outs))
+
+        va, vb, ra, rb = alternate(dp, indep, rounds, lambda j: j["rate"], lambda j: j["rate"])
+        red = med([med(r["reduce_times"]) for r in ra])
+        add(entry("dp_stage2_2ranks", med(va), med(vb), med(va) / med(vb), 0.9,
+                  "rows/s, both ranks together (reference: two independent 1-rank processes at the same time)",
+                  SQ2, 1, "%d alternations × %d steps" % (rounds, steps), spread(va), spread(vb),
+                  extra=dict(reduce_s=red, reduce_share=red / med([med(r["times"]) for r in ra]))))
+    guarded("dp_stage2", e4b)
+
     # 6. cache build vs embedder only (same rows); 7. peak RSS of the cache build at 1× and 4× rows
     def e6():
         rows = 2000 if Q else 20000

@@ -15,7 +15,7 @@ import json, os, sys
 want = ["stage1_sure_step", "sure_variant_batched", "sure_variant_fd", "stage2_step", "stage2_flop_rate",
         "stage2_generate", "stage2_epoch", "malloc_sure_step", "malloc_t5_step", "allreduce_dae", "allreduce_t5",
         "dp_stage1_2ranks", "cache_build", "peak_rss_cache_build", "peak_rss_stage1_sure_step", "peak_rss_stage2_step",
-        "stage3_step_np1", "stage3_step_np2"]
+        "stage3_step_np1", "stage3_step_np2", "dp_stage2_2ranks"]
 fields = ["name", "value", "reference", "ratio", "target", "met", "unit", "sizes", "threads", "runs", "spread"]
 fails = 0
 try:
