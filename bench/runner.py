@@ -460,8 +460,9 @@ def markdown(meta, entries):
          "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians"]
     if meta.get("earlier_run"):
         er = meta["earlier_run"]
-        L.append("- entries marked † come from the earlier run `%s` at %s (load %s → %s, wall %.0f s); the lines above "
-                 "describe only this run" % (er["command"], er["git_revision"], " ".join(er["load_average_start"]),
+        L.append("- entries marked † come from earlier runs (each names its revision as `from_earlier_run` below); the "
+                 "full run they started from: `%s` at %s (load %s → %s, wall %.0f s); the lines above describe only this "
+                 "run" % (er["command"], er["git_revision"], " ".join(er["load_average_start"]),
                                              " ".join(er["load_average_end"]), er["wall_s"]))
     L += ["",
          "| entry | value | reference | ratio | target | met | unit | runs | spread (daei / ref) |",
