@@ -31,8 +31,13 @@ Kind kind_of(const YAML::Node& n) {
   errno = 0;
   // The whole scalar must be the number: a NUL inside it would end strtoll's view of it early (found by fuzzing).
   const char* const stop = s.c_str() + s.size();
-  (void)std::strtoll(s.c_str(), &end, 10);
-  if (!s.empty() && end == stop && errno == 0) return Kind::Int;
+  const long long decimal = std::strtoll(s.c_str(), &end, 10);
+  if (!s.empty() && end == stop && errno == 0) {
+    // yaml-cpp reads a leading 0 as octal ("0888" fails to convert, "0777" is 511): an integer is a scalar yaml-cpp
+    // reads as the same decimal number (found by fuzzing: `batch_size: 0888` passed validation, then crashed).
+    int64_t read = 0;
+    return YAML::convert<int64_t>::decode(n, read) && read == decimal ? Kind::Int : Kind::String;
+  }
   (void)std::strtod(s.c_str(), &end);
   if (!s.empty() && end == stop) return Kind::Float;
   return Kind::String;

@@ -23,6 +23,10 @@ check "misspelled key names key and suggestion" '[[ "$err" == *"run.sed"* && "$e
 printf 'run:\n  seed: notanumber\n' > bad.yaml
 err=$("$D" --dump-config --config bad.yaml 2>&1 >/dev/null); rc=$?
 check "wrong type in file exits 2 naming file and key" '[[ $rc -eq 2 && "$err" == *"bad.yaml"* && "$err" == *"run.seed"* ]]'
+# A leading zero: yaml-cpp would read it as octal and fail later (found by fuzzing); refused at load instead.
+printf 'stage1:\n  batch_size: 0888\n' > zero.yaml
+err=$("$D" --config zero.yaml --dump-config 2>&1); rc=$?
+check "leading-zero integer refused at load" '[[ $rc -eq 2 && "$err" == *"stage1.batch_size"*"must be an integer"* ]]'
 
 err=$("$D" --no-such-flag 2>&1); rc=$?
 check "unknown flag exits 2" '[[ $rc -eq 2 ]]'
