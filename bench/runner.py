@@ -338,56 +338,32 @@ def main():
         SQ3.update(batch=8, vocab=1000)
     guarded("stage3_step", e8)
 
-    # 4. stage 1 on 2 ranks × 1 thread vs two independent 1-rank processes at the same time
-    SQ = dict(dim=100, hidden=512, depth=2, batch=256 if not Q else 64, probes=5)
-
-    def e4():
-        steps = 4 if Q else 10
-
+    # 4. stages 1 and 2 on 2 ranks × 1 thread vs two independent 1-rank processes doing the same per-rank work
+    def data_parallel(name, sub, args, sizes, steps):
         def dp():
-            j = run_json(mpirun + ["-np", "2", B, "sure", "--mpi", "1"] + kv(dict(SQ, steps=steps)))[0]
-            j["rate"] = 2 * SQ["batch"] / med(j["times"])
+            j = run_json(mpirun + ["-np", "2", B, sub, "--mpi", "1"] + args(dict(sizes, steps=steps)))[0]
+            j["rate"] = 2 * sizes["batch"] / med(j["times"])
             return j
 
         def indep():
-            cmd = [B, "sure"] + kv(dict(SQ, steps=steps))
+            cmd = [B, sub] + args(dict(sizes, steps=steps))
             ps = [subprocess.Popen(cmd, cwd=ROOT, env=ENV1, stdout=subprocess.PIPE, text=True) for _ in range(2)]
             outs = [json.loads([l for l in p.communicate()[0].splitlines() if l.startswith("{")][0]) for p in ps]
-            return dict(rate=sum(SQ["batch"] / med(o["times"]) for o in outs))
+            return dict(rate=sum(sizes["batch"] / med(o["times"]) for o in outs))
 
         va, vb, ra, rb = alternate(dp, indep, rounds, lambda j: j["rate"], lambda j: j["rate"])
         red = med([med(r["reduce_times"]) for r in ra])
-        add(entry("dp_stage1_2ranks", med(va), med(vb), med(va) / med(vb), 0.9,
+        add(entry(name, med(va), med(vb), med(va) / med(vb), 0.9,
                   "rows/s, both ranks together (reference: two independent 1-rank processes at the same time)",
-                  SQ, 1, "%d alternations × %d steps" % (rounds, steps), spread(va), spread(vb),
+                  sizes, 1, "%d alternations × %d steps" % (rounds, steps), spread(va), spread(vb),
                   extra=dict(reduce_s=red, reduce_share=red / med([med(r["times"]) for r in ra]))))
-    guarded("dp_stage1", e4)
 
-    # 4b. the same for a stage-2 step (the quickstart's T5 inverter, 32 rows a rank)
+    SQ = dict(dim=100, hidden=512, depth=2, batch=256 if not Q else 64, probes=5)
+    guarded("dp_stage1", lambda: data_parallel("dp_stage1_2ranks", "sure", kv, SQ, 4 if Q else 10))
+    # the quickstart's T5 inverter, 32 rows a rank
     SQ2 = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, d_ff=512, layers=2, heads=4, label_len=32,
                batch=32 if not Q else 8)
-
-    def e4b():
-        steps = 3 if Q else 8
-
-        def dp():
-            j = run_json(mpirun + ["-np", "2", B, "t5-step", "--mpi", "1"] + cpp2(dict(SQ2, steps=steps)))[0]
-            j["rate"] = 2 * SQ2["batch"] / med(j["times"])
-            return j
-
-        def indep():
-            cmd = [B, "t5-step"] + cpp2(dict(SQ2, steps=steps))
-            ps = [subprocess.Popen(cmd, cwd=ROOT, env=ENV1, stdout=subprocess.PIPE, text=True) for _ in range(2)]
-            outs = [json.loads([l for l in p.communicate()[0].splitlines() if l.startswith("{")][0]) for p in ps]
-            return dict(rate=sum(SQ2["batch"] / med(o["times"]) for o in outs))
-
-        va, vb, ra, rb = alternate(dp, indep, rounds, lambda j: j["rate"], lambda j: j["rate"])
-        red = med([med(r["reduce_times"]) for r in ra])
-        add(entry("dp_stage2_2ranks", med(va), med(vb), med(va) / med(vb), 0.9,
-                  "rows/s, both ranks together (reference: two independent 1-rank processes at the same time)",
-                  SQ2, 1, "%d alternations × %d steps" % (rounds, steps), spread(va), spread(vb),
-                  extra=dict(reduce_s=red, reduce_share=red / med([med(r["times"]) for r in ra]))))
-    guarded("dp_stage2", e4b)
+    guarded("dp_stage2", lambda: data_parallel("dp_stage2_2ranks", "t5-step", cpp2, SQ2, 3 if Q else 8))
 
     # 6. cache build vs embedder only (same rows); 7. peak RSS of the cache build at 1× and 4× rows
     def e6():
