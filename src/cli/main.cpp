@@ -155,7 +155,7 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   SavedConfig saved;
   const bool saves = spec.uses_run_dir && ctx.proc.rank == 0;
   if (saves) {
-    saved = save_config(ctx.run_dir, ctx.config, !changes.accepted.empty());
+    saved = save_config(ctx.run_dir, ctx.config, !changes.accepted.empty() || !changes.refused.empty());
     if (!saved.history_file.empty()) LOG_INFO("[main] the previous config is kept as {}", saved.history_file);
   }
   try {

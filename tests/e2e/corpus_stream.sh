@@ -60,4 +60,5 @@ grep -q "corpus.seed (corpus/ holds work).*pass --force" err.txt || { cat err.tx
 grep -q "\-\-force: the config changes saved work: corpus.seed" force.txt || { cat force.txt; exit 1; }
 [[ "$(sha256sum runs/quickstart/corpus/train.jsonl)" != "$before" ]] || { echo "--force did not rebuild"; exit 1; }
 grep -q "seed: 7" runs/quickstart/config.yaml || { echo "config.yaml does not hold the forced value"; exit 1; }
+ls runs/quickstart/config.history/*.yaml >/dev/null 2>&1 || { echo "the config replaced by --force was not kept"; exit 1; }
 echo ok
