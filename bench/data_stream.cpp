@@ -166,13 +166,13 @@ int main(int argc, char** argv) try {
 
   const double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
   if (rows <= 0 || rows > n_all) rows = n_all;
-  const auto plan = shard_plan(rows, int(world), int(rank), epoch, uint64_t(seed), batch);
-  int64_t nb = int64_t(plan.size()) / batch;
+  const EpochOrder order(rows, uint64_t(seed), epoch);  // as the Trainer: one step's rows at a time
+  int64_t nb = steps_per_epoch(rows, int(world), batch, /*drop_last=*/false);
   if (batches > 0) nb = std::min(nb, batches);
   auto rows_of = [&](int64_t b) {
     std::vector<int64_t> r;
-    for (int64_t k = b * batch; k < (b + 1) * batch; ++k)
-      if (plan[k] >= 0) r.push_back(plan[k]);
+    for (int64_t i : step_rows(order, int(world), int(rank), b, batch))
+      if (i >= 0) r.push_back(i);
     return r;
   };
   const int64_t rss0 = vm_kb("VmRSS:");

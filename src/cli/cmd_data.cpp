@@ -60,7 +60,9 @@ bool g_clean = false;
 int run_cache_build(Context& ctx) {
   auto opt = CacheBuildOptions::from_config(ctx.config, ctx.run_dir, g_split);
   opt.clean = g_clean;
-  auto emb = make_embedder(ctx.config);
+  if (noise_is_remote(ctx.config) && !file_exists(sigma_estimate_path(ctx.run_dir)))
+    ctx.comm->run_on_root([&] { write_sigma_estimate(ctx.config, ctx.run_dir); });  // once per run, every split
+  auto emb = make_run_embedder(ctx.config, ctx.run_dir);
   auto r = build_cache(opt, *emb, *ctx.comm);
   if (ctx.comm->rank() == 0 && !r.already_complete && r.seconds > 0)
     LOG_INFO("[cache] {:.0f} rows/s over {} ranks", r.rows_built / r.seconds, ctx.comm->size());

@@ -32,7 +32,7 @@ int run(Context& ctx) {
   auto inv = InverterImpl::load(Trainer::final_dir(s3) + "/inverter");
   auto opt = HypothesisCacheOptions::from_config(ctx.config, ctx.run_dir);
   opt.dae_sigma = sigma0;
-  auto emb = make_embedder(ctx.config);
+  auto emb = make_run_embedder(ctx.config, ctx.run_dir);
   auto r = build_hypothesis_cache(opt, *inv, *dae, *tok, *emb, *ctx.comm);
   if (ctx.comm->is_root() && !r.already_complete)
     LOG_INFO("[hyps] {} hypotheses in {} shards ({:.0f} s)", r.rows, r.shards, r.seconds);

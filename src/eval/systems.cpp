@@ -55,7 +55,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
   if (c.stage3_inv && c.dae3 && Trainer::final_ready(run_dir + "/stage4")) {
     auto corrector = CorrectorImpl::load(Trainer::final_dir(run_dir + "/stage4") + "/corrector");
-    auto embedder = make_embedder(cfg);  // the black box the attack queries (counted)
+    auto embedder = make_run_embedder(cfg, run_dir);  // the black box the attack queries (counted)
     CorrectionOptions co;
     co.max_steps = cfg.integer("correct.max_steps");
     co.beam = cfg.integer("correct.beam");

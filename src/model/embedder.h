@@ -112,4 +112,17 @@ SigmaEstimate estimate_sigma(const std::function<at::Tensor(const std::vector<st
 // Built-in calibration sentences (plain, in GloVe's vocabulary).
 const std::vector<std::string>& calibration_texts();
 
+// The σ a run's attack assumes. Local noise: embedder.sigma. Remote noise (a service: embedder.kind http, or
+// noise_source remote): the attacker does not know σ, so `cache build` estimates σ̂ once per run on the calibration
+// texts (estimate.texts × estimate.repeats queries, eq. 3) into RUN/cache/sigma_estimate.json, and every cache,
+// stage and evaluation of the run uses σ̂; embedder.sigma is then only the declared value, logged beside σ̂.
+bool noise_is_remote(const Config& cfg);
+std::string sigma_estimate_path(const std::string& run_dir);
+// Estimates σ̂ through the configured embedder and writes sigma_estimate.json atomically (one process).
+SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir);
+// embedder.sigma, or σ̂ from sigma_estimate.json (an error naming the file and the fix when it is missing).
+double release_sigma(const Config& cfg, const std::string& run_dir);
+// make_embedder with the run's σ (release_sigma): what every step of a run that queries the release uses.
+std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& run_dir);
+
 }  // namespace daei

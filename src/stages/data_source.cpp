@@ -6,6 +6,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "model/embedder.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "data/cache.h"
@@ -52,7 +53,7 @@ std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const st
   DAEI_CHECK(file_exists(dir + "/manifest.json"),
              "{}: no complete cache (manifest.json missing); run `daei cache build --split {}` first", dir, split);
   CacheExpect expect;
-  expect.sigma = cfg.real("embedder.sigma");
+  expect.sigma = release_sigma(cfg, run_dir);  // embedder.sigma, or the run's σ̂ for a remote release
   return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect));
 }
 

@@ -11,7 +11,6 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "dist/communicator.h"
-#include "dist/shard_plan.h"
 #include "stages/tensor_io.h"
 #include "stages/trainer.h"
 
@@ -129,8 +128,13 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
   sure_.probes = cfg.integer("stage1.sure.probes");
   sure_.fd_eps = cfg.real("stage1.sure.fd_eps");
   sched_.mode = cfg.str("stage1.sigma.mode");
-  sched_.sigma0 = train_->sigma();
-  sched_.sigma_max = cfg.real("stage1.sigma.max_factor") * train_->sigma();
+  // σ₀ is the training data's σ (a remote release's σ̂); stage1.sigma.assumed overrides it to measure how the DAE
+  // depends on a misestimated σ (the DAE then records that σ₀ and later stages refuse it against this cache).
+  const double assumed = cfg.real("stage1.sigma.assumed");
+  sched_.sigma0 = assumed > 0 ? assumed : train_->sigma();
+  if (assumed > 0 && comm.is_root())
+    LOG_WARN("[stage1] SURE assumes σ₀ = {} (stage1.sigma.assumed), the data is at σ {}", assumed, train_->sigma());
+  sched_.sigma_max = cfg.real("stage1.sigma.max_factor") * sched_.sigma0;
   sched_.decay_fraction = cfg.real("stage1.sigma.decay_fraction");
   sched_.total_steps = cfg.integer("stage1.steps");
   DAEI_CHECK(sched_.sigma0 > 0, "stage 1: the training data's noise level σ₀ is {}; SURE needs σ₀ > 0", sched_.sigma0);
@@ -169,7 +173,7 @@ std::map<std::string, double> Stage1::evaluate(const NoisyDataset& data) {
   std::vector<int64_t> mine;
   for (int64_t i = comm_.rank(); i < n; i += comm_.size()) mine.push_back(i);
   double sum = 0;
-  const double s0 = data.sigma();
+  const double s0 = sched_.sigma0;  // the σ the attack assumes (σ of the data unless stage1.sigma.assumed)
   for (size_t i = 0; i < mine.size(); i += lb) {
     std::vector<int64_t> rows(mine.begin() + i, mine.begin() + std::min(mine.size(), i + lb));
     const int64_t m = static_cast<int64_t>(rows.size());

@@ -193,12 +193,10 @@ std::vector<double> Trainer::current_lrs() const {
   return out;
 }
 
-const std::vector<int64_t>& Trainer::epoch_plan(int64_t epoch) {
-  if (epoch != plan_epoch_) {
-    plan_ = shard_plan(n_rows_, comm_.size(), comm_.rank(), epoch, opt_.seed, local_batch_);
-    plan_epoch_ = epoch;
-  }
-  return plan_;
+std::vector<int64_t> Trainer::local_rows(int64_t step) const {
+  // The epoch order is evaluated per step (EpochOrder): memory O(local batch) whatever the number of rows.
+  const EpochOrder order(n_rows_, opt_.seed, step / steps_per_epoch_);
+  return step_rows(order, comm_.size(), comm_.rank(), step % steps_per_epoch_, local_batch_);
 }
 
 namespace {
@@ -216,20 +214,12 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   GradSets sets(S > 1 ? S : 0, std::vector<at::Tensor>(P));
   std::vector<double> counts(S, 0.0);
   std::vector<int> summed(S, -1);  // -1 unknown, 0 mean, 1 sum
-  const int64_t epoch = step_ / steps_per_epoch_, in_epoch = step_ % steps_per_epoch_;
-  const auto& plan = epoch_plan(epoch);
+  const auto rows = local_rows(step_);
   const at::Device dev = params_.empty() ? at::Device(at::kCPU) : params_.front().device();
-  if (prefetch && step_ + 1 < opt_.total_steps) {
-    // The next step's local rows (all its micro-steps); a new epoch's order is drawn without replacing plan_.
-    const int64_t next = step_ + 1, e = next / steps_per_epoch_, k = next % steps_per_epoch_;
-    const auto next_plan = e == epoch ? std::vector<int64_t>()
-                                      : shard_plan(n_rows_, comm_.size(), comm_.rank(), e, opt_.seed, local_batch_);
-    const auto& p = e == epoch ? plan : next_plan;
-    prefetch(std::vector<int64_t>(p.begin() + k * local_batch_, p.begin() + (k + 1) * local_batch_));
-  }
+  if (prefetch && step_ + 1 < opt_.total_steps) prefetch(local_rows(step_ + 1));  // all its micro-steps
   for (int64_t m = 0; m < opt_.grad_accum; ++m) {
     Batch b;
-    const auto first = plan.begin() + in_epoch * local_batch_ + m * micro_batch_;
+    const auto first = rows.begin() + m * micro_batch_;
     b.rows.assign(first, first + micro_batch_);
     b.step = step_;
     b.micro = m;

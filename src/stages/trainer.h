@@ -150,7 +150,7 @@ class Trainer {
   void prune_checkpoints();
   void prepare_stage_dir();
   void log_metrics(const std::map<std::string, double>& terms, double grad_norm, double ex_per_s);
-  const std::vector<int64_t>& epoch_plan(int64_t epoch);
+  std::vector<int64_t> local_rows(int64_t step) const;  // this rank's rows of a global step (all micro-steps)
 
   Communicator& comm_;
   TrainerOptions opt_;
@@ -163,8 +163,6 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
   std::map<std::string, double> phase_s_;
-  int64_t plan_epoch_ = -1;
-  std::vector<int64_t> plan_;
   int lock_fd_ = -1;
 };
 

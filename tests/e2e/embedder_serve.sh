@@ -61,7 +61,39 @@ assert rel < 0.05, f"sigma_hat {j['sigma_hat']} is {100*rel:.1f}% off 0.04"
 assert rel < 3 * j["rel_se"] + 1e-12, f"{rel} > 3 s.e. {j['rel_se']}"
 print(f"sigma_hat {j['sigma_hat']:.5f}: {100*rel:.2f}% from 0.04 (3 s.e. = {300*j['rel_se']:.2f}%)")
 PY
+
+echo "== a remote release: cache build estimates sigma once per run, the caches and stage 1 use sigma_hat"
+python3 -c "
+import random; r = random.Random(3); w = 'the a cat dog sat ran on under big red house tree river old man city war law day sea'.split()
+print('\\n'.join(sorted({' '.join(r.choice(w) for _ in range(r.randint(3, 8))) for _ in range(400)})))" >toy.txt
+REMOTE=("${CFG[@]}" --set run.root="$TMP/runs" --set run.name=remote --set embedder.kind=http
+        --set "embedder.url=http://127.0.0.1:$PORT" --set embedder.sigma=0.5 --set estimate.repeats="$REPEATS"
+        --set "corpus.sources=[$TMP/toy.txt]" --set "corpus.ood=[]" --set corpus.test_size=20 --set corpus.val_size=20
+        --set cache.shard_rows=100 --set dae.hidden=16 --set stage1.steps=2 --set stage1.batch_size=16
+        --set stage1.eval_every=0)
+"$DAEI" corpus build "${REMOTE[@]}" >/dev/null 2>&1
+"$DAEI" cache build --split train "${REMOTE[@]}" >cache1.log 2>&1 || { cat cache1.log; exit 1; }
+grep -q "sigma_hat .*embedder.sigma declares 0.5" cache1.log || { cat cache1.log; echo "sigma_hat not logged"; exit 1; }
+"$DAEI" cache build --split val "${REMOTE[@]}" >cache2.log 2>&1 || { cat cache2.log; exit 1; }
+grep -q "estimating sigma" cache2.log && { echo "sigma estimated twice in one run"; exit 1; }
+"$DAEI" train --stage 1 "${REMOTE[@]}" >train.log 2>&1 || { tail -20 train.log; exit 1; }
+python3 - runs/remote <<'PY'
+import json, sys
+R = sys.argv[1]
+e = json.load(open(f"{R}/cache/sigma_estimate.json"))
+rel = abs(e["sigma_hat"] - 0.04) / 0.04
+assert rel < 0.05 and e["declared_sigma"] == 0.5, e
+for split in ("train", "val"):
+    m = json.load(open(f"{R}/cache/{split}/manifest.json"))
+    assert m["sigma"] == e["sigma_hat"], (split, m["sigma"], e["sigma_hat"])
+d = json.load(open(f"{R}/stage1/final/dae/dae.json"))
+assert d["sigma0"] == e["sigma_hat"], (d["sigma0"], e["sigma_hat"])
+print(f"sigma_hat {e['sigma_hat']:.5f} in sigma_estimate.json, both manifests and stage 1's DAE (declared 0.5)")
+PY
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=""
+rm runs/remote/cache/sigma_estimate.json
+"$DAEI" train --stage 2 "${REMOTE[@]}" 2>err.txt && exit 1
+grep -q "sigma_estimate.json: missing; the release adds its noise remotely" err.txt || { cat err.txt; exit 1; }
 
 echo "== bad input: a wrong key, an unreachable service"
 if "$DAEI" estimate-sigma "${CFG[@]}" --set embedder.kind=http --set embedder.url=http://127.0.0.1:1 \

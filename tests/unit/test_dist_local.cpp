@@ -57,6 +57,52 @@ TEST(ShardPlan, DeterministicAndEpochsDiffer) {
   EXPECT_THROW(shard_plan(10, 2, 2, 0, 0), daei::Error);
 }
 
+TEST(EpochOrder, IsAPermutationAtDomainEdgesAndStepRowsMatchThePlan) {
+  // n around the Feistel domain's powers of 4 (cycle walking from 4n-1 down to n itself)
+  for (int64_t n : {1, 2, 3, 4, 5, 15, 16, 17, 63, 64, 65, 1000, 4096, 4097, 70001}) {
+    const EpochOrder order(n, 42, 3);
+    std::vector<char> hit(n, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = order[i];
+      ASSERT_TRUE(v >= 0 && v < n) << "n=" << n << " pos " << i << " -> " << v;
+      ASSERT_FALSE(hit[v]) << "n=" << n << ": " << v << " twice";
+      hit[v] = 1;
+    }
+  }
+  const EpochOrder order(97, 11, 2);
+  auto plan = shard_plan(97, 3, 1, 2, 11, 4);
+  for (int64_t s = 0; s * 4 < int64_t(plan.size()); ++s)
+    EXPECT_EQ(step_rows(order, 3, 1, s, 4), std::vector<int64_t>(plan.begin() + s * 4, plan.begin() + (s + 1) * 4));
+  EXPECT_THROW(order[97], daei::Error);
+  EXPECT_THROW(order[-1], daei::Error);
+}
+
+TEST(EpochOrder, LooksShuffled) {
+  // A shuffle, not a near-identity or a stride: for a uniform permutation the mean |order[i] - i| is (n²-1)/(3n)
+  // and the number of fixed points is about 1; consecutive positions land far apart.
+  const int64_t n = 100000;
+  const EpochOrder order(n, 7, 0);
+  double moved = 0, adjacent_gap = 0;
+  int64_t fixed = 0, prev = order[0];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = order[i];
+    moved += std::abs(double(v - i));
+    fixed += v == i;
+    if (i > 0) adjacent_gap += std::abs(double(v - prev));
+    prev = v;
+  }
+  EXPECT_NEAR(moved / n, n / 3.0, 0.01 * n);
+  EXPECT_NEAR(adjacent_gap / (n - 1), n / 3.0, 0.01 * n);
+  EXPECT_LE(fixed, 8);
+  // the first rows of two epochs and of two seeds share almost nothing
+  std::set<int64_t> a, b, c;
+  for (int64_t i = 0; i < 1000; ++i) a.insert(order[i]), b.insert(EpochOrder(n, 7, 1)[i]), c.insert(EpochOrder(n, 8, 0)[i]);
+  int64_t ab = 0, ac = 0;
+  for (auto v : a) ab += b.count(v), ac += c.count(v);
+  EXPECT_LE(ab, 40);  // expected overlap 10
+  EXPECT_LE(ac, 40);
+}
+
 TEST(GradReducer, BucketLayoutExact) {
   std::vector<int64_t> n{2, 3, 10, 1, 4, 4};
   std::vector<at::ScalarType> t{at::kFloat, at::kFloat, at::kFloat, at::kFloat, at::kDouble, at::kDouble};
