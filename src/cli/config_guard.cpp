@@ -58,6 +58,7 @@ const std::vector<Rule>& rules() {
       {"embedder.api_key_env", {}},
       {"cache.batch_size", {}},
       {"cache.max_rows_per_s", {}},
+      {"cache.read_buffer_mb", {}},         // how the reader buffers, not what it reads
       {"cache.clean_train_reference", {}},  // permits a step; adds a clean cache, changes no existing one
       {"corpus.sort_buffer_mb", {}},
       {"dae.table_wiener_rows", {}},        // the evaluation's table only

@@ -54,7 +54,9 @@ std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const st
              "{}: no complete cache (manifest.json missing); run `daei cache build --split {}` first", dir, split);
   CacheExpect expect;
   expect.sigma = release_sigma(cfg, run_dir);  // embedder.sigma, or the run's σ̂ for a remote release
-  return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect));
+  CacheReadOptions read;
+  read.buffer_bytes = cfg.integer("cache.read_buffer_mb") << 20;
+  return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect, read));
 }
 
 }  // namespace daei

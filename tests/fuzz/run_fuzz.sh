@@ -31,7 +31,7 @@ run() {
   local name=$1; shift
   mkdir -p "$OUT/corpus_$name"
   echo "== fuzz_$name: $RUNS runs"
-  "$OUT/fuzz_$name" "$OUT/corpus_$name" -runs="$RUNS" -print_final_stats=1 "$@" 2>&1 |
+  "$OUT/fuzz_$name" "$OUT/corpus_$name" -runs="$RUNS" -print_final_stats=1 -artifact_prefix="$OUT/" "$@" 2>&1 |
     grep -E "^(stat::|==|SUMMARY|Done|INFO: Seed)|ERROR|deadly|crash" | tail -12
 }
 for t in "${TARGETS[@]}"; do
