@@ -98,11 +98,7 @@ int64_t g_repeats = 0;
 int run_estimate(Context& ctx) {
   auto emb = make_embedder(ctx.config);
   const int64_t repeats = g_repeats > 0 ? g_repeats : ctx.config.integer("estimate.repeats");
-  const int64_t m = ctx.config.integer("estimate.texts");
-  const auto& all = calibration_texts();
-  DAEI_CHECK(m >= 1 && m <= int64_t(all.size()), "estimate.texts must be in 1..{}, got {}", all.size(), m);
-  std::vector<std::string> texts(all.begin(), all.begin() + m);
-  auto est = estimate_sigma([&](const std::vector<std::string>& t) { return emb->embed(t); }, texts, repeats);
+  auto est = estimate_release_sigma(ctx.config, *emb, repeats);
   if (g_sigma_json) {
     std::cout << nlohmann::json{{"sigma_hat", est.sigma}, {"rel_se", est.rel_se}, {"queries", est.queries},
                                 {"texts", est.texts}, {"repeats", est.repeats}, {"dim", est.dim},

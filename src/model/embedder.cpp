@@ -247,15 +247,20 @@ std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg) { return embedde
 
 std::string sigma_estimate_path(const std::string& run_dir) { return run_dir + "/cache/sigma_estimate.json"; }
 
-SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir) {
-  auto emb = make_embedder(cfg);
-  const int64_t m = cfg.integer("estimate.texts"), repeats = cfg.integer("estimate.repeats");
+SigmaEstimate estimate_release_sigma(const Config& cfg, const NoisyEmbedder& emb, int64_t repeats) {
+  const int64_t m = cfg.integer("estimate.texts");
   const auto& all = calibration_texts();
   DAEI_CHECK(m >= 1 && m <= int64_t(all.size()), "estimate.texts must be in 1..{}, got {}", all.size(), m);
   const std::vector<std::string> texts(all.begin(), all.begin() + m);
+  return estimate_sigma([&](const std::vector<std::string>& t) { return emb.embed(t); }, texts, repeats);
+}
+
+SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir) {
+  auto emb = make_embedder(cfg);
+  const int64_t m = cfg.integer("estimate.texts"), repeats = cfg.integer("estimate.repeats");
   LOG_INFO("[cache] remote noise: estimating sigma from {} queries ({} calibration texts x {} repeats)", m * repeats,
            m, repeats);
-  const auto est = estimate_sigma([&](const std::vector<std::string>& t) { return emb->embed(t); }, texts, repeats);
+  const auto est = estimate_release_sigma(cfg, *emb, repeats);
   DAEI_CHECK(est.sigma > 0 && std::isfinite(est.sigma),
              "{}: repeated queries of the same text returned {} spread (sigma_hat {}): the service adds no fresh "
              "noise per query, so there is no sigma to estimate (embedder.noise_source: local if it is not noisy)",

@@ -118,6 +118,8 @@ const std::vector<std::string>& calibration_texts();
 // stage and evaluation of the run uses σ̂; embedder.sigma is then only the declared value, logged beside σ̂.
 bool noise_is_remote(const Config& cfg);
 std::string sigma_estimate_path(const std::string& run_dir);
+// σ̂ of emb from the first estimate.texts calibration texts, `repeats` queries each (estimate-sigma, cache build).
+SigmaEstimate estimate_release_sigma(const Config& cfg, const NoisyEmbedder& emb, int64_t repeats);
 // Estimates σ̂ through the configured embedder and writes sigma_estimate.json atomically (one process).
 SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir);
 // embedder.sigma, or σ̂ from sigma_estimate.json (an error naming the file and the fix when it is missing).
