@@ -1,48 +1,77 @@
-// daei hypotheses: stage-4 data — the stage-3 inverter's greedy hypotheses of the training texts, each re-queried
-// through the noisy embedder, into cache/hyp-train (resumable, MPI-parallel like any cache).
+// daei hypotheses [--for STAGE]: a corrector's data — its inverter's greedy hypotheses of the training texts, each
+// re-queried through the noisy embedder, into cache/hyp-train* (resumable, MPI-parallel like any cache), and the
+// same for the first train.heldout_rows val rows into cache/hyp-val* (the corrector's held-out CE).
+//   --for 4                stage-3 inverter on DAE₃(y)   → cache/hyp-train, hyp-val            (daei)
+//   --for dae-corrector    stage-2 inverter on DAE₁(y)   → cache/hyp-train-dae, hyp-val-dae    (dae-corrected)
+//   --for noisy-corrector  noisy inverter on y, no DAE  → cache/hyp-train-noisy, hyp-val-noisy (noisy-vec2text)
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/app.h"
 #include "core/error.h"
+#include "core/fsutil.h"
 #include "core/log.h"
 #include "model/embedder.h"
 #include "stages/data_source.h"
 #include "stages/hypotheses.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
+#include "stages/stage4.h"
 #include "stages/trainer.h"
 
 namespace daei::cli {
 namespace {
 
+std::string g_for = "4";
+
+const CorrectorChain& chain() {
+  const CorrectorChain* c = find_corrector_chain(g_for);
+  if (!c) throw UsageError(fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, noisy-corrector", g_for));
+  return *c;
+}
+
 void validate(Context& ctx) {
-  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage3"),
-             "hypotheses: {}/stage3/final is missing or incomplete (run `daei train --stage 3`)", ctx.run_dir);
+  const auto& c = chain();
+  for (const auto& need : {c.inverter_stage, c.dae_stage})
+    DAEI_CHECK(need.empty() || Trainer::final_ready(ctx.run_dir + "/" + need),
+               "hypotheses --for {}: {}/{}/final is missing or incomplete (train it first)", c.stage, ctx.run_dir, need);
 }
 
 int run(Context& ctx) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  const std::string s3 = ctx.run_dir + "/stage3";
+  const auto& c = chain();
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   double sigma0 = 0;
-  Dae dae = load_dae(final_dae_dir(s3), &sigma0);
-  auto inv = InverterImpl::load(Trainer::final_dir(s3) + "/inverter");
-  auto opt = HypothesisCacheOptions::from_config(ctx.config, ctx.run_dir);
-  opt.dae_sigma = sigma0;
+  Dae dae{nullptr};
+  if (!c.dae_stage.empty()) dae = load_dae(final_dae_dir(ctx.run_dir + "/" + c.dae_stage), &sigma0);
+  auto inv = InverterImpl::load(Trainer::final_dir(ctx.run_dir + "/" + c.inverter_stage) + "/inverter");
   auto emb = make_run_embedder(ctx.config, ctx.run_dir);
-  auto r = build_hypothesis_cache(opt, *inv, *dae, *tok, *emb, *ctx.comm);
-  if (ctx.comm->is_root() && !r.already_complete)
-    LOG_INFO("[hyps] {} hypotheses in {} shards ({:.0f} s)", r.rows, r.shards, r.seconds);
+  std::vector<std::pair<std::string, std::string>> builds{{"train", c.hyp_split}};
+  if (file_exists(ctx.run_dir + "/cache/val/manifest.json")) builds.emplace_back("val", c.hyp_val_split());
+  for (const auto& [source, split] : builds) {
+    auto opt = HypothesisCacheOptions::from_config(ctx.config, ctx.run_dir, source, split);
+    opt.dae_sigma = sigma0;
+    auto r = build_hypothesis_cache(opt, *inv, dae ? dae.get() : nullptr, *tok, *emb, *ctx.comm);
+    if (ctx.comm->is_root() && !r.already_complete)
+      LOG_INFO("[hyps] {}: {} hypotheses of {} by the {} inverter{} in {} shards ({:.0f} s)", split, r.rows, source,
+               c.inverter_stage, c.dae_stage.empty() ? " (no DAE)" : " on DAE(y) of " + c.dae_stage, r.shards,
+               r.seconds);
+  }
   return kExitOk;
 }
 
 DAEI_SUBCOMMAND(SubcommandSpec{{"hypotheses"},
-                               "stage-4 data: the stage-3 inverter's hypotheses of the training texts, re-queried "
-                               "through the noisy embedder into cache/hyp-train (resumable)",
-                               [](CLI::App&) {}, run, true, false, validate});
+                               "a corrector's data: its inverter's hypotheses of the training texts (and of "
+                               "train.heldout_rows val texts), re-queried through the noisy embedder into "
+                               "cache/hyp-train* and cache/hyp-val* (resumable)",
+                               [](CLI::App& app) {
+                                 g_for = "4";
+                                 app.add_option("--for", g_for,
+                                                "whose data: 4 (daei, default) | dae-corrector | noisy-corrector");
+                               },
+                               run, true, false, validate});
 
 }  // namespace
 }  // namespace daei::cli

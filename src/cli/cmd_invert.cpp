@@ -83,7 +83,7 @@ int run(Context& ctx) {
   auto systems = available_systems(ec);
   const SystemSpec* best = nullptr;
   for (const auto& s : systems)
-    if (!s.reference && s.name != "noisy-inverter") best = &s;  // the last of the chain is the strongest
+    if (!s.reference && s.name.rfind("noisy-", 0) != 0) best = &s;  // the last of the DAE chain is the strongest
   DAEI_CHECK(best, "invert: no trained attack in {} (train stage 2 first)", ctx.run_dir);
   const int64_t d = ec.stage2_inv ? ec.stage2_inv->cfg.dim : ec.stage3_inv->cfg.dim;
   DAEI_CHECK(y.size(1) == d, "invert: {}: embeddings have dimension {}, the trained attack expects {}", g_input,

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "dist/communicator.h"
+#include "stages/stage4.h"
 #include "stages/trainer.h"
 
 namespace daei::cli {
@@ -87,10 +88,24 @@ std::vector<Step> plan(const Context& ctx) {
                       "cache/train/clean (offline_eval_only; reference.enabled)"));
   s.push_back(stage("stage 3 (joint, PCGrad)", "3", "stage3", "stage1/final/dae, stage2/final/inverter"));
   if (find_spec({"hypotheses"})) {
-    const std::string dir = R + "/cache/hyp-train";
-    s.push_back({"hypotheses (stage-3 inverter, re-queried)", {"hypotheses"}, "", "stage3/final, cache/train", dir + "/",
-                 exists(dir + "/manifest.json"), [dir] { return file_exists(dir); }});
-    s.push_back(stage("stage 4 (corrector)", "4", "stage4", "stage3/final/dae, cache/hyp-train"));
+    // The three correctors of the paper's corrected rows, each after its hypotheses: daei (stages 1–4),
+    // dae-corrected (stages 1 + 2 + 4) and noisy-vec2text (noisy inverter + vanilla corrector, no DAE).
+    for (const auto& ch : corrector_chains()) {
+      const std::string train = R + "/cache/" + ch.hyp_split, val = R + "/cache/" + ch.hyp_val_split();
+      const std::string val_source = R + "/cache/val/manifest.json";
+      const std::string from = ch.inverter_stage + "/final" + (ch.dae_stage.empty() ? " (no DAE)" : ", " + ch.dae_stage +
+                                                                                          "/final/dae");
+      s.push_back({"hypotheses for " + ch.system, {"hypotheses"}, "--for " + ch.stage, from + ", cache/train, cache/val",
+                   train + "/, " + val + "/",
+                   [=] {
+                     return file_exists(train + "/manifest.json") &&
+                            (!file_exists(val_source) || file_exists(val + "/manifest.json"));
+                   },
+                   [train] { return file_exists(train); }});
+      s.push_back(stage("corrector of " + ch.system, ch.stage, ch.folder,
+                        (ch.dae_stage.empty() ? std::string("no DAE") : ch.dae_stage + "/final/dae") + ", cache/" +
+                            ch.hyp_split + ", warm start from " + ch.inverter_stage + "/final/inverter"));
+    }
   }
   s.push_back({"eval", {"eval"}, "", "every final/, cache/{test,ood-*}", R + "/eval/results.{json,md}, samples.md",
                exists(R + "/eval/results.json"), [] { return false; }});
@@ -127,12 +142,16 @@ int run(Context& ctx) {
   std::vector<std::string> summary;
   const auto t_all = std::chrono::steady_clock::now();
   for (const auto& st : steps) {
-    if (st.complete()) {
+    // Rank 0 decides and every rank follows: each rank reading the files itself raced with rank 0 writing them (a
+    // rank that saw the corpus step's stats.json appear skipped the step, and the ranks deadlocked in different
+    // collectives: a barrier and the cache plan's broadcast).
+    const bool complete = ctx.comm->allreduce(ctx.comm->is_root() && st.complete() ? 1.0 : 0.0, ReduceOp::Max) > 0;
+    if (complete) {
       summary.push_back(fmt::format("{:<42} skipped (complete)", st.name));
       LOG_INFO("[pipeline] {}: complete, skipped", st.name);
       continue;
     }
-    const bool resumed = st.started();
+    const bool resumed = ctx.comm->allreduce(ctx.comm->is_root() && st.started() ? 1.0 : 0.0, ReduceOp::Max) > 0;
     LOG_INFO("[pipeline] {}: {}", st.name, resumed ? "resuming" : "starting");
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = run_step(st, ctx);

@@ -32,25 +32,44 @@ int train_stage1(Context& ctx, const std::string& stage_dir) {
   return s.run();
 }
 
-int train_inverter(Context& ctx, const std::string& tag, const std::string& stage_dir, InverterTrainData data) {
+// The rows of the held-out CE: the val split, when its cache exists (or the synthetic set stands in).
+std::shared_ptr<const NoisyDataset> heldout_split(Context& ctx) {
+  if (ctx.config.integer("train.synthetic_rows") == 0 && !file_exists(ctx.run_dir + "/cache/val/manifest.json")) {
+    LOG_WARN("[train] no {}/cache/val: no held-out CE", ctx.run_dir);
+    return nullptr;
+  }
+  return open_noisy_split(ctx.config, ctx.run_dir, "val");
+}
+
+int train_inverter(Context& ctx, const std::string& tag, const std::string& stage_dir, InverterTrainData data,
+                   const std::function<InverterTrainData()>& val) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, g_resume, g_force);
+  if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
   return s.run();
 }
 
 int train_stage2(Context& ctx, const std::string& stage_dir) {
   const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
-  return train_inverter(ctx, "stage2", stage_dir,
-                        denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae));
+  auto val = heldout_split(ctx);
+  return train_inverter(ctx, "stage2", stage_dir, denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae),
+                        val ? std::function<InverterTrainData()>([=] { return denoised_data(val, dae); }) : nullptr);
 }
 
 int train_noisy_inverter(Context& ctx, const std::string& stage_dir) {
-  return train_inverter(ctx, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")));
+  auto val = heldout_split(ctx);
+  return train_inverter(ctx, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")),
+                        val ? std::function<InverterTrainData()>([=] { return noisy_data(val); }) : nullptr);
 }
 
 int train_clean_inverter(Context& ctx, const std::string& stage_dir) {
-  return train_inverter(ctx, "clean-inverter", stage_dir, clean_train_data(ctx.config, ctx.run_dir));
+  const bool val = file_exists(ctx.run_dir + "/cache/val/clean/manifest.json");
+  Context* c = &ctx;
+  return train_inverter(ctx, "clean-inverter", stage_dir, clean_train_data(ctx.config, ctx.run_dir),
+                        val ? std::function<InverterTrainData()>(
+                                  [c] { return clean_split_data(c->config, c->run_dir, "val"); })
+                            : nullptr);
 }
 
 int train_stage3(Context& ctx, const std::string& stage_dir) {
@@ -58,15 +77,24 @@ int train_stage3(Context& ctx, const std::string& stage_dir) {
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, final_dae_dir(ctx.run_dir + "/stage1"),
            Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter", g_resume, g_force);
+  s.enable_heldout(ctx.config, *ctx.comm, heldout_split(ctx));
   return s.run();
 }
 
-int train_stage4(Context& ctx, const std::string& stage_dir) {
-  const std::string hyp = ctx.run_dir + "/cache/hyp-train";
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
-  std::shared_ptr<const NoisyDataset> hyps(NoisyCache::open(hyp));
-  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  Stage4 s(ctx.config, *ctx.comm, stage_dir, train, hyps, tok, final_dae_dir(ctx.run_dir + "/stage3"), g_resume, g_force);
+// Stage 4 and the two other correctors (dae-corrected, noisy-vec2text): one stage, three chains.
+int train_corrector(Context& ctx, const std::string& stage_dir, const CorrectorChain& chain) {
+  const std::string R = ctx.run_dir;
+  CorrectorStageData d;
+  d.train = open_noisy_split(ctx.config, R, "train");
+  d.hyps = NoisyCache::open(R + "/cache/" + chain.hyp_split);
+  if (file_exists(R + "/cache/" + chain.hyp_val_split() + "/manifest.json")) {
+    d.val = open_noisy_split(ctx.config, R, "val");
+    d.hyps_val = NoisyCache::open(R + "/cache/" + chain.hyp_val_split());
+  }
+  d.dae_dir = chain.dae_stage.empty() ? "" : final_dae_dir(R + "/" + chain.dae_stage);
+  d.inverter_dir = Trainer::final_dir(R + "/" + chain.inverter_stage) + "/inverter";
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, R, *d.train);
+  Stage4 s(ctx.config, *ctx.comm, chain, stage_dir, std::move(d), tok, g_resume, g_force);
   return s.run();
 }
 
@@ -78,14 +106,22 @@ struct StageEntry {
 };
 
 const std::map<std::string, StageEntry>& stages() {
-  static const std::map<std::string, StageEntry> s{
-      {"1", {"stage1", train_stage1, "stage1", {}}},
-      {"2", {"stage2", train_stage2, "stage2", {"stage1"}}},
-      {"3", {"stage3", train_stage3, "stage3", {"stage1", "stage2"}}},
-      {"4", {"stage4", train_stage4, "stage4", {"stage3"}}},
-      {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
-      {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
-  };
+  static const std::map<std::string, StageEntry> s = [] {
+    std::map<std::string, StageEntry> m{
+        {"1", {"stage1", train_stage1, "stage1", {}}},
+        {"2", {"stage2", train_stage2, "stage2", {"stage1"}}},
+        {"3", {"stage3", train_stage3, "stage3", {"stage1", "stage2"}}},
+        {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
+        {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
+    };
+    for (const auto& c : corrector_chains()) {
+      std::vector<std::string> needs{c.inverter_stage};
+      if (!c.dae_stage.empty() && c.dae_stage != c.inverter_stage) needs.push_back(c.dae_stage);
+      m[c.stage] = StageEntry{c.folder, [&c](Context& ctx, const std::string& dir) { return train_corrector(ctx, dir, c); },
+                    "stage4", needs};
+    }
+    return m;
+  }();
   return s;
 }
 
@@ -107,9 +143,10 @@ void validate(Context& ctx) {
     DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
                "train --stage {} starts from {}/{}/final, which is missing or incomplete (train that stage first)",
                g_stage, ctx.run_dir, need);
-  if (g_stage == "4")
-    DAEI_CHECK(file_exists(ctx.run_dir + "/cache/hyp-train/manifest.json"),
-               "train --stage 4 needs {}/cache/hyp-train (run `daei hypotheses`)", ctx.run_dir);
+  if (const CorrectorChain* c = find_corrector_chain(g_stage))
+    DAEI_CHECK(file_exists(ctx.run_dir + "/cache/" + c->hyp_split + "/manifest.json"),
+               "train --stage {} needs {}/cache/{} (run `daei hypotheses --for {}`)", g_stage, ctx.run_dir,
+               c->hyp_split, c->stage);
   if (g_stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
 }
 
@@ -128,10 +165,11 @@ int run(Context& ctx) {
 SubcommandSpec spec() {
   SubcommandSpec s{
     {"train"},
-    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, clean-inverter: baselines); --resume "
-    "continues from the newest checkpoint",
+    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, "
+    "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text); "
+    "--resume continues from the newest checkpoint",
     [](CLI::App& app) {
-      app.add_option("--stage", g_stage, "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter")->required();
+      app.add_option("--stage", g_stage, "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector")->required();
       app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
       app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
     },

@@ -16,10 +16,15 @@ namespace daei::cli {
 namespace fs = std::filesystem;
 namespace {
 
-const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3", "stage4"};
-const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3", "stage4"};
+const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3",
+                                          "stage4", "dae-corrector", "noisy-corrector"};
+const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3", "stage4",
+                                             "dae-corrector", "noisy-corrector"};
+const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy"};
+const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
-                                              "clean-inverter", "stage3", "cache/hyp-train", "stage4"};
+                                              "clean-inverter", "stage3", "cache/hyp-train", "cache/hyp-train-dae",
+                                              "cache/hyp-train-noisy", "stage4", "dae-corrector", "noisy-corrector"};
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
@@ -50,6 +55,7 @@ const std::vector<Rule>& rules() {
       {"stage2.eval_every", {}},
       {"stage3.eval_every", {}},
       {"stage4.eval_every", {}},
+      {"train.heldout_rows", {}},           // the held-out CE's rows and cache/hyp-val*: logged, not trained on
       {"hypotheses.batch_size", {}},
       {"embedder.batch_size", {}},
       {"embedder.concurrency", {}},
@@ -81,8 +87,8 @@ const std::vector<Rule>& rules() {
       {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
       {"reference.", {"clean-inverter"}},
       {"stage3.", {"stage3"}},
-      {"hypotheses.", {"cache/hyp-train"}},
-      {"stage4.", {"stage4"}},
+      {"hypotheses.", kHypotheses},
+      {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
       {"train.", kStages},
   };
   return r;

@@ -21,9 +21,16 @@ int64_t CorrectionResult::total_queries() const {
 
 bool correction_should_stop(double prev_mean, double cur_mean, int64_t steps_run, const CorrectionOptions& opt) {
   if (steps_run >= opt.max_steps) return true;
-  if (!opt.early_stop) return false;
+  if (!opt.early_stop || steps_run < 2) return false;
   const double gain = cur_mean - prev_mean;
   return !(gain >= opt.min_gain) || gain < 0;  // NaN stops too
+}
+
+int64_t early_stop_round(const std::vector<double>& round_mean_cos, const CorrectionOptions& opt) {
+  const int64_t last = static_cast<int64_t>(round_mean_cos.size()) - 1;
+  for (int64_t t = 1; t <= last; ++t)
+    if (correction_should_stop(round_mean_cos[t - 1], round_mean_cos[t], t, opt)) return t;
+  return std::max<int64_t>(last, 0);
 }
 
 std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const std::vector<double>& scores,
@@ -61,6 +68,24 @@ at::Tensor query_chunked(const QueryFn& query, const std::vector<std::string>& t
   }
   if (parts.empty()) return torch::empty({0, 0}, torch::kFloat32);
   return parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+}
+
+std::string averaging_query_key(const std::string& key, int64_t j) {
+  return j == 0 ? key : key + "/q" + std::to_string(j);
+}
+
+at::Tensor query_averaged(const QueryFn& query, const std::vector<std::string>& texts,
+                          const std::vector<std::string>& keys, int64_t k, int64_t chunk) {
+  DAEI_CHECK(k >= 1, "correction: queries_per_candidate must be >= 1, got {}", k);
+  if (k == 1) return query_chunked(query, texts, keys, chunk);
+  std::vector<std::string> t, q;
+  for (size_t i = 0; i < texts.size(); ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      t.push_back(texts[i]);
+      q.push_back(averaging_query_key(keys[i], j));
+    }
+  at::Tensor all = query_chunked(query, t, q, chunk * k);
+  return all.view({static_cast<int64_t>(texts.size()), k, -1}).mean(1);
 }
 
 namespace {
@@ -105,8 +130,10 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     std::unordered_set<std::string> ids(text_ids.begin(), text_ids.end());
     DAEI_CHECK(static_cast<int64_t>(ids.size()) == B, "correction: text ids must be distinct (they key the noise)");
   }
-  DAEI_CHECK(opt.beam >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 && opt.gen_batch > 0,
-             "correction: beam >= 1, max_steps >= 0, max_length >= 2, embed_chunk > 0 and gen_batch > 0 required");
+  DAEI_CHECK(opt.beam >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 && opt.gen_batch > 0 &&
+                 opt.queries_per_candidate >= 1,
+             "correction: beam >= 1, max_steps >= 0, max_length >= 2, embed_chunk > 0, gen_batch > 0 and "
+             "queries_per_candidate >= 1 required");
   torch::NoGradGuard ng;
   const bool was_training = corrector.is_training();
   corrector.eval();
@@ -129,7 +156,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     for (size_t c = 0; c < todo.size(); c += opt.embed_chunk) {
       const size_t e = std::min(todo.size(), c + opt.embed_chunk);
       std::vector<std::string> ct(texts.begin() + c, texts.begin() + e), ck(keys.begin() + c, keys.begin() + e);
-      at::Tensor noisy = query_chunked(query, ct, ck, opt.embed_chunk).to(dev);
+      at::Tensor noisy = query_averaged(query, ct, ck, opt.queries_per_candidate, opt.embed_chunk).to(dev);
       at::Tensor den = denoise_chunked(denoise, noisy, opt.embed_chunk);
       std::vector<int64_t> rows;
       for (size_t i = c; i < e; ++i) rows.push_back(todo[i].first);
@@ -139,7 +166,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
       for (size_t i = c; i < e; ++i) {
         const auto& [b, t] = todo[i];
         st[b].seen[t] = Seen{den[int64_t(i - c)], pc[i - c]};
-        ++st[b].queries;
+        st[b].queries += opt.queries_per_candidate;
       }
     }
   };
@@ -158,6 +185,17 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     }
     res.round_mean_cos.push_back(mean / B);
   }
+  auto record_round = [&] {
+    std::vector<std::string> texts;
+    std::vector<int64_t> queries;
+    for (const auto& t : st) {
+      texts.push_back(t.best_text);
+      queries.push_back(t.queries);
+    }
+    res.round_best_text.push_back(std::move(texts));
+    res.round_queries.push_back(std::move(queries));
+  };
+  record_round();
 
   GenerateOptions g;
   g.max_length = opt.max_length;
@@ -213,6 +251,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     const double prev = res.round_mean_cos.back();
     res.round_mean_cos.push_back(mean);
     res.steps = round;
+    record_round();
     int64_t q = 0;
     for (const auto& s : st) q += s.queries;
     LOG_INFO("[correct] round {}/{}: mean best cos {:.5f} (gain {:+.5f}), {:.2f} queries a text so far", round,

@@ -8,7 +8,8 @@
 //     query is spent twice on a text).
 //   stop after max_steps rounds, or when the batch-mean of each text's best cosine this round gained less than
 //     min_gain over the previous round (a negative gain always stops): DAEI's rule, notes §2.5 (vec2text's own
-//     early stop never fires, notes §1.3).
+//     early stop never fires, notes §1.3). As in DAEI, the first comparison is round 2 against round 1: round 1
+//     is never judged against the inverter's round 0 (a corrector's first round often rewrites much of x̂₀).
 //   answer: for each text, the best-scoring candidate seen in any round (its score is the attacker's own measure;
 //     no clean embedding is used).
 //
@@ -35,6 +36,9 @@ struct CorrectionOptions {
   int64_t embed_chunk = 256;  // texts per black-box query call (and per denoise call)
   int64_t gen_batch = 64;     // (text, kept sequence) rows per corrector generate call
   bool early_stop = true;     // false: always run max_steps rounds
+  // k: each candidate's embedding is the mean of k queries of the black box, each with its own noise key
+  // (averaging_query_key); every query counts. The attacker pays k× for σ/√k noise on its own texts.
+  int64_t queries_per_candidate = 1;
 };
 
 // The noisy black box: float32 (n, d) for n texts; keys[i] is the noise key of texts[i] (NoisyEmbedder::embed).
@@ -47,6 +51,10 @@ struct CorrectionResult {
   std::vector<double> best_cos;            // cos(DAE(y), DAE(f̃(best_text))), the attacker's own score
   std::vector<int64_t> queries_per_text;   // black-box queries spent on each input
   std::vector<double> round_mean_cos;      // batch mean of each round's best cosine, round 0 first
+  // Round by round (round 0 first): each input's answer had the search stopped after that round (the best text
+  // seen so far), and the queries it had cost each input by then (cumulative).
+  std::vector<std::vector<std::string>> round_best_text;
+  std::vector<std::vector<int64_t>> round_queries;
   int64_t steps = 0;                       // correction rounds run
   int64_t total_queries() const;
 };
@@ -61,8 +69,13 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
 // --- The rules, separately testable -----------------------------------------------------------------------------
 
 // After `steps_run` rounds (>= 1), whose batch-mean best cosine went from prev_mean to cur_mean: stop?
-// True when steps_run >= max_steps, or (early_stop and) the gain is below min_gain or negative.
+// True when steps_run >= max_steps, or (early_stop, steps_run >= 2 and) the gain is below min_gain or negative.
 bool correction_should_stop(double prev_mean, double cur_mean, int64_t steps_run, const CorrectionOptions& opt);
+
+// The round at which a run with early stop on would have ended, replayed from a run's round_mean_cos (round 0
+// first) under `opt` (its early_stop and max_steps): the same rounds, queries and texts, because every query's
+// noise key names its round and candidate.
+int64_t early_stop_round(const std::vector<double>& round_mean_cos, const CorrectionOptions& opt);
 
 // Indices of the (at most) s highest-scoring distinct texts, best first; ties keep the earlier index.
 std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const std::vector<double>& scores, int64_t s);
@@ -71,6 +84,14 @@ std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const s
 // (text, round, candidate), so no two queries share noise, and disjoint from cache keys ("<split>/<id>") and
 // hypothesis-cache keys ("hyp/...").
 std::string correction_query_key(const std::string& text_id, int64_t round, int64_t candidate);
+
+// The key of query j (0-based) of a candidate whose first key is `key`: the key itself for j = 0 (k = 1 changes
+// nothing), "<key>/q<j>" after.
+std::string averaging_query_key(const std::string& key, int64_t j);
+
+// The mean of k queries of each text (keys by averaging_query_key), one black-box call per chunk of texts × k.
+at::Tensor query_averaged(const QueryFn& query, const std::vector<std::string>& texts,
+                          const std::vector<std::string>& keys, int64_t k, int64_t chunk);
 
 // query() over texts in chunks of `chunk` (> 0): float32 (n, d) on the CPU, equal to one unchunked call.
 at::Tensor query_chunked(const QueryFn& query, const std::vector<std::string>& texts,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "build_info.h"
@@ -18,6 +19,7 @@
 #include "dist/communicator.h"
 #include "eval/dae_table.h"
 #include "eval/metrics.h"
+#include "eval/per_round.h"
 #include "eval/systems.h"
 #include "model/embedder.h"
 #include "model/generate.h"
@@ -55,7 +57,22 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
     s.ci[k] = {ci.lo, ci.hi};
   }
   s.mean["queries_per_text"] = run.queries.empty() ? 0.0 : metrics::mean(run.queries);
+  double repeats = 0;
+  for (const auto& t : run.texts) repeats += repeats_a_token(t, 4) ? 1.0 : 0.0;
+  s.mean["repeat4"] = run.texts.empty() ? 0.0 : repeats / static_cast<double>(run.texts.size());
   return s;
+}
+
+bool repeats_a_token(const std::string& text, int times) {
+  std::istringstream in(text);
+  std::string prev, w;
+  int run = 0;
+  while (in >> w) {
+    run = w == prev ? run + 1 : 1;
+    if (run >= times) return true;
+    prev = w;
+  }
+  return false;
 }
 
 namespace {
@@ -144,6 +161,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                                "resamples · references are the true texts truncated to {} tokens\n",
                                fs::path(run_dir).filename().string(), command_line, DAEI_GIT_REV, ctx.embedder_id,
                                res["sigma"].get<double>(), opt.bootstrap, ctx.max_length_eval);
+  json per_round{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"splits", json::object()}};
   std::string samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery.\n";
   for (const auto& split : splits) {
     std::vector<std::string> refs = reference_texts(ctx, split.texts);
@@ -152,14 +170,16 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       const auto ts = std::chrono::steady_clock::now();
       SystemRun run = sys.recover(split);
       scores[sys.name] = score_system(split, refs, run, embed_clean, opt);
+      if (!run.round_texts.empty())
+        per_round["splits"][split.name][sys.name] = score_rounds(split, refs, run, embed_clean, opt);
       scores[sys.name].reference = sys.reference;
       LOG_INFO("[eval] {} / {}: BLEU {:.4f} token F1 {:.4f} cos {:.4f} ({:.1f} s)", split.name, sys.name,
                scores[sys.name].mean["bleu"], scores[sys.name].mean["token_f1"], scores[sys.name].mean["cos"],
                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
     }
     json js{{"n", static_cast<int64_t>(split.texts.size())}, {"sigma", split.sigma}, {"systems", json::object()}};
-    md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text |\n"
-                      "|---|---|---|---|---|---|---|\n",
+    md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text | "
+                      "repeats ≥ 4 |\n|---|---|---|---|---|---|---|---|\n",
                       split.name, split.texts.size());
     for (const auto& sys : systems) {
       const auto& s = scores.at(sys.name);
@@ -168,17 +188,27 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       for (const auto& [k, v] : s.ci) j[k + "_ci"] = {v.first, v.second};
       j["reference"] = s.reference;
       js["systems"][sys.name] = j;
-      md += fmt::format("| {}{} | {} | {} | {} | {:.3f} | {} | {:.1f} |\n", sys.name,
+      md += fmt::format("| {}{} | {} | {} | {} | {:.3f} | {} | {:.1f} | {:.1f} % |\n", sys.name,
                         s.reference ? " (reference)" : "", fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")),
                         fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
                         fmt_ci(s.mean.at("rouge_l"), s.ci.at("rouge_l")), s.mean.at("exact"),
-                        fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"));
+                        fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"),
+                        100.0 * s.mean.at("repeat4"));
     }
     // Paired verdicts along the attack's chain, and the attack against the plain baseline.
+    // Inverters alone (round 0), each corrected row against its own round 0, and the paper's corrected rows
+    // against each other (noisy-vec2text < dae-corrected < daei).
     const std::vector<std::pair<std::string, std::string>> pairs{{"dae-only", "noisy-inverter"},
                                                                  {"joint-no-corrector", "dae-only"},
+                                                                 {"noisy-vec2text", "noisy-inverter"},
+                                                                 {"dae-corrected", "dae-only"},
                                                                  {"daei", "joint-no-corrector"},
+                                                                 {"dae-corrected", "noisy-vec2text"},
+                                                                 {"daei", "dae-corrected"},
+                                                                 {"daei", "noisy-vec2text"},
                                                                  {"daei", "noisy-inverter"},
+                                                                 {"clean-to-clean", "daei"},
+                                                                 {"clean-to-clean", "noisy-vec2text"},
                                                                  {"clean-to-clean", "dae-only"}};
     js["verdicts"] = json::array();
     std::string vmd;
@@ -225,6 +255,11 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   write_file_atomic(out + "/results.json", res.dump(2) + "\n");  // whole: nothing kept from an earlier run
   write_file_atomic(out + "/results.md", md);
   write_file_atomic(out + "/samples.md", samples_md);
+  if (!per_round["splits"].empty()) {
+    per_round["wall_s"] = wall;
+    write_per_round(out, per_round);
+    LOG_INFO("[eval] wrote {}/per_round.json, per_round.md, per_round.png", out);
+  }
   LOG_INFO("[eval] wrote {}/results.json, results.md, samples.md ({})", out, Progress::format_duration(wall));
   return kExitOk;
 }

@@ -7,7 +7,8 @@
 //   noisy-inverter                   inverter trained and run on y
 //   dae-only                         stage-2 inverter on DAE₁(y)
 //   joint-no-corrector               stage-3 inverter on DAE₃(y)
-//   daei                             stage 4: iterative correction (when stage4/final exists)
+//   noisy-vec2text, dae-corrected,   the corrected rows (iterative correction on top of noisy-inverter, dae-only
+//   daei                             and joint-no-corrector) when their corrector's final/ exists
 // Writes eval/results.json (DESIGN.md schema + command, revision, wall time), results.md, samples.md.
 #pragma once
 #include <functional>
@@ -33,7 +34,18 @@ struct EvalSplit {
 struct SystemRun {
   std::vector<std::string> texts;
   std::vector<double> queries;  // per text; empty = 0
+  // A corrected system under eval.per_round: every round's answers (round 0 = its inverter alone) and the
+  // cumulative queries per text by then; texts/queries above are the early-stopped round's.
+  std::vector<std::vector<std::string>> round_texts;
+  std::vector<std::vector<double>> round_queries;
+  int64_t early_stop_round = -1;
 };
+// An inverter-only run: texts, no queries.
+inline SystemRun texts_run(std::vector<std::string> texts) {
+  SystemRun r;
+  r.texts = std::move(texts);
+  return r;
+}
 struct SystemSpec {
   std::string name;
   bool reference = false;  // outside the threat model: labelled in every table
@@ -61,6 +73,9 @@ struct SystemScores {
 SystemScores score_system(const EvalSplit& split, const std::vector<std::string>& references, const SystemRun& run,
                           const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
                           const EvalOptions& opt);
+
+// One token (whitespace-separated) repeated `times` or more times in a row ("an an an an ...").
+bool repeats_a_token(const std::string& text, int times);
 
 // The whole command. Rank 0 evaluates; other ranks return at once. extra_files: JSON-lines texts to embed, noise
 // and evaluate like a split. Returns the exit code.

@@ -20,8 +20,12 @@ void require_clean_train_reference(const Config& cfg, const std::string& run_dir
 }
 
 InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir) {
+  return clean_split_data(cfg, run_dir, "train");
+}
+
+InverterTrainData clean_split_data(const Config& cfg, const std::string& run_dir, const std::string& split) {
   require_clean_train_reference(cfg, run_dir);
-  const std::string dir = run_dir + "/cache/train";
+  const std::string dir = run_dir + "/cache/" + split;
   std::shared_ptr<CleanCache> clean(CleanCache::open(dir, CleanCache::OfflineEvalOnly{}));
   InverterTrainData d;
   d.rows = clean->size();

@@ -13,5 +13,7 @@ class Config;
 // Refuses unless reference.enabled is set and the clean training cache exists.
 void require_clean_train_reference(const Config& cfg, const std::string& run_dir);
 InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir);
+// The clean rows of another split (val: the clean inverter's held-out CE), from cache/<split>/clean.
+InverterTrainData clean_split_data(const Config& cfg, const std::string& run_dir, const std::string& split);
 
 }  // namespace daei

@@ -18,11 +18,23 @@
 #include "model/generate.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
+#include "stages/stage4.h"
 #include "stages/trainer.h"
 
 namespace daei {
 
 namespace {
+double metrics_mean(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x / static_cast<double>(std::max<size_t>(1, v.size()));
+  return m;
+}
+// The inverter-only row a corrected row starts from (its round 0).
+std::string round0_system(const CorrectorChain& chain) {
+  return chain.inverter_stage == "stage3" ? "joint-no-corrector"
+         : chain.inverter_stage == "stage2" ? "dae-only"
+                                            : "noisy-inverter";
+}
 std::shared_ptr<InverterImpl> load_inverter_if(const std::string& stage_dir) {
   if (!Trainer::final_ready(stage_dir)) return nullptr;
   return InverterImpl::load(Trainer::final_dir(stage_dir) + "/inverter");
@@ -53,9 +65,17 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.dae3 = load_dae_if(run_dir + "/stage3", &s3);
   c.sigma0 = c.dae1 ? s1 : s3;
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
-  if (c.stage3_inv && c.dae3 && Trainer::final_ready(run_dir + "/stage4")) {
-    auto corrector = CorrectorImpl::load(Trainer::final_dir(run_dir + "/stage4") + "/corrector");
-    auto embedder = make_run_embedder(cfg, run_dir);  // the black box the attack queries (counted)
+  // The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
+  std::shared_ptr<NoisyEmbedder> embedder;
+  for (const auto& chain : corrector_chains()) {
+    const std::string folder = run_dir + "/" + chain.folder;
+    if (!Trainer::final_ready(folder)) continue;
+    auto inv = chain.inverter_stage == "stage3" ? c.stage3_inv : chain.inverter_stage == "stage2" ? c.stage2_inv
+                                                                                                  : c.noisy_inv;
+    auto dae = chain.dae_stage == "stage3" ? c.dae3 : chain.dae_stage == "stage1" ? c.dae1 : nullptr;
+    if (!inv || (!chain.dae_stage.empty() && !dae)) continue;
+    if (!embedder) embedder = make_run_embedder(cfg, run_dir);
+    auto corrector = CorrectorImpl::load(Trainer::final_dir(folder) + "/corrector");
     CorrectionOptions co;
     co.max_steps = cfg.integer("correct.max_steps");
     co.beam = cfg.integer("correct.beam");
@@ -63,28 +83,36 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     co.embed_chunk = cfg.integer("correct.embed_chunk");
     co.max_length = c.max_length_eval;
     co.gen_batch = c.batch_size;
-    auto ctx_tok = c.tok;
-    auto inv = c.stage3_inv;
-    auto dae = c.dae3;
-    auto memo = c.decoded;
-    EvalContext opts = c;       // a copy for the closure (shares the models)
-    c.daei = [=](const EvalSplit& sp) {
-      auto it = memo->find("joint-no-corrector/" + sp.name);
+    co.queries_per_candidate = cfg.integer("correct.queries_per_candidate");
+    const bool per_round = cfg.flag("eval.per_round");
+    const std::string round0 = round0_system(chain);
+    EvalContext opts = c;  // a copy for the closure (shares the models)
+    c.corrected[chain.system] = [=](const EvalSplit& sp) {
+      const at::Tensor target_in = dae ? denoise(*dae, sp.noisy, sp.sigma) : sp.noisy;
+      auto it = opts.decoded->find(round0 + "/" + sp.name);
       std::vector<std::string> initial =
-          it != memo->end() ? it->second : decode_texts(opts, *inv, denoise(*dae, sp.noisy, sp.sigma), "daei x̂₀");
+          it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, chain.system + " x̂₀");
       std::vector<std::string> ids;
       for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
       QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
         return embedder->embed(t, k);
       };
       const double sigma = sp.sigma;
-      DenoiseFn den = [dae, sigma](const at::Tensor& y) { return denoise(*dae, y, sigma); };
-      auto r = run_correction(sp.noisy, initial, ids, query, den, *corrector, *ctx_tok, co);
-      LOG_INFO("[eval] daei on {}: {} correction rounds, {:.1f} queries per text", sp.name, r.steps,
-               static_cast<double>(r.total_queries()) / std::max<size_t>(1, sp.texts.size()));
+      DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
+      CorrectionOptions run_opt = co;
+      if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
+      auto r = run_correction(sp.noisy, initial, ids, query, den, *corrector, *opts.tok, run_opt);
+      const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
       SystemRun run;
-      run.texts = r.best_text;
-      for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
+      run.texts = r.round_best_text.at(t);
+      for (auto q : r.round_queries.at(t)) run.queries.push_back(static_cast<double>(q));
+      run.early_stop_round = t;
+      if (per_round) {
+        run.round_texts = r.round_best_text;
+        for (const auto& qs : r.round_queries) run.round_queries.emplace_back(qs.begin(), qs.end());
+      }
+      LOG_INFO("[eval] {} on {}: {} correction rounds run, answer of round {}, {:.1f} queries per text", chain.system,
+               sp.name, r.steps, t, metrics_mean(run.queries));
       return run;
     };
   }
@@ -130,28 +158,38 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
   const EvalContext* c = &ctx;
   if (ctx.clean_inv) {
     s.push_back({"clean-to-clean", true, [c](const EvalSplit& sp) {
-                   return SystemRun{decode_texts(*c, *c->clean_inv, sp.clean, "clean-to-clean"), {}};
+                   return texts_run(decode_texts(*c, *c->clean_inv, sp.clean, "clean-to-clean"));
                  }});
     s.push_back({"clean-to-noisy", true, [c](const EvalSplit& sp) {
-                   return SystemRun{decode_texts(*c, *c->clean_inv, sp.noisy, "clean-to-noisy"), {}};
+                   return texts_run(decode_texts(*c, *c->clean_inv, sp.noisy, "clean-to-noisy"));
                  }});
   }
+  // Each inverter-only row memoises its texts: its corrected row starts from them instead of decoding again.
+  auto memo = [c](const std::string& name, const EvalSplit& sp, std::vector<std::string> t) {
+    (*c->decoded)[name + "/" + sp.name] = t;
+    return texts_run(std::move(t));
+  };
+  auto corrected = [&](const std::string& name) {
+    if (auto it = ctx.corrected.find(name); it != ctx.corrected.end()) s.push_back({name, false, it->second});
+  };
   if (ctx.noisy_inv)
-    s.push_back({"noisy-inverter", false, [c](const EvalSplit& sp) {
-                   return SystemRun{decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"), {}};
+    s.push_back({"noisy-inverter", false, [c, memo](const EvalSplit& sp) {
+                   return memo("noisy-inverter", sp, decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"));
                  }});
+  corrected("noisy-vec2text");
   if (ctx.stage2_inv && ctx.dae1)
-    s.push_back({"dae-only", false, [c](const EvalSplit& sp) {
-                   return SystemRun{decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, sp.sigma), "dae-only"),
-                                    {}};
+    s.push_back({"dae-only", false, [c, memo](const EvalSplit& sp) {
+                   return memo("dae-only", sp,
+                               decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, sp.sigma), "dae-only"));
                  }});
+  corrected("dae-corrected");
   if (ctx.stage3_inv && ctx.dae3)
-    s.push_back({"joint-no-corrector", false, [c](const EvalSplit& sp) {
-                   auto t = decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, sp.sigma), "joint-no-corrector");
-                   (*c->decoded)["joint-no-corrector/" + sp.name] = t;  // x̂₀ of the daei system: not decoded twice
-                   return SystemRun{t, {}};
+    s.push_back({"joint-no-corrector", false, [c, memo](const EvalSplit& sp) {
+                   return memo("joint-no-corrector", sp,
+                               decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, sp.sigma),
+                                            "joint-no-corrector"));
                  }});
-  if (ctx.daei) s.push_back({"daei", false, ctx.daei});
+  corrected("daei");
   return s;
 }
 

@@ -26,8 +26,9 @@ struct EvalContext {
   // Models that exist in the run directory (null otherwise).
   std::shared_ptr<Dae> dae1, dae3;
   std::shared_ptr<InverterImpl> clean_inv, noisy_inv, stage2_inv, stage3_inv;
-  std::function<SystemRun(const EvalSplit&)> daei;  // stage 4 (set when stage4/final exists)
-  // Texts already decoded, by "system/split" (the daei system starts from joint-no-corrector's).
+  // The corrected systems whose corrector is trained, by row name (daei, dae-corrected, noisy-vec2text).
+  std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;
+  // Texts already decoded, by "system/split" (a corrected system starts from its round-0 system's).
   std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
 };
 

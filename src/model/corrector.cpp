@@ -129,4 +129,34 @@ std::shared_ptr<CorrectorImpl> CorrectorImpl::load(const std::string& dir) {
   return m;
 }
 
+std::vector<std::string> warm_start_corrector(CorrectorImpl& corrector, const InverterImpl& inverter, bool copy_t2_t3) {
+  torch::NoGradGuard ng;
+  std::vector<std::string> copied;
+  auto copy_all = [&](torch::nn::Module& dst, const torch::nn::Module& src, const std::string& dst_prefix) {
+    const auto from = src.named_parameters(true);
+    for (auto& p : dst.named_parameters(true)) {
+      const at::Tensor* s = from.find(p.key());
+      DAEI_CHECK(s != nullptr, "warm start: the inverter has no tensor {} for the corrector's {}{}", p.key(),
+                 dst_prefix, p.key());
+      DAEI_CHECK(s->sizes() == p.value().sizes(), "warm start: {}{} is ({}) in the corrector but ({}) in the inverter",
+                 dst_prefix, p.key(), fmt::format("{}", fmt::join(p.value().sizes(), ", ")),
+                 fmt::format("{}", fmt::join(s->sizes(), ", ")));
+      p.value().copy_(*s);
+      copied.push_back(dst_prefix + p.key());
+    }
+    const auto buffers = src.named_buffers(true);
+    for (auto& b : dst.named_buffers(true)) {
+      const at::Tensor* s = buffers.find(b.key());
+      if (s != nullptr && s->sizes() == b.value().sizes()) b.value().copy_(*s);
+    }
+  };
+  copy_all(*corrector.t5, *inverter.t5, "t5.");
+  copy_all(*corrector.embedding_transform_1, *inverter.embedding_transform, "embedding_transform_1.");
+  if (copy_t2_t3) {
+    copy_all(*corrector.embedding_transform_2, *inverter.embedding_transform, "embedding_transform_2.");
+    copy_all(*corrector.embedding_transform_3, *inverter.embedding_transform, "embedding_transform_3.");
+  }
+  return copied;
+}
+
 }  // namespace daei

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 #include <torch/types.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -59,5 +60,12 @@ class CorrectorImpl : public torch::nn::Module {
   T5Model t5{nullptr};  // registered as "t5": t5.shared.weight, t5.encoder.block.0...
 };
 TORCH_MODULE(Corrector);
+
+// Warm start (issue 21; DAEI initialises its corrector from the trained inverter): every T5 tensor and T1 (the
+// transform of the target ẽ, the inverter's role) are copied from `inverter`; T2 (ẽ−ê) and T3 (ê) are copied from
+// the inverter's transform too when `copy_t2_t3`, else they keep their fresh initialisation. The corrector's
+// LayerNorm has no counterpart in the inverter and stays fresh. Shapes must match (same T5, d and R); returns the
+// corrector's names of the tensors copied.
+std::vector<std::string> warm_start_corrector(CorrectorImpl& corrector, const InverterImpl& inverter, bool copy_t2_t3);
 
 }  // namespace daei

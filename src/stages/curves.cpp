@@ -40,8 +40,14 @@ std::string plot_curves(const std::string& stage_dir) {
   }
   const std::string tmp = temp_sibling(stage_dir + "/curves");
   fs::create_directories(tmp);
+  // The held-out CE is drawn in the training loss's panel, so overfitting shows as the gap between two lines.
+  const std::string heldout = "eval/heldout_ce";
+  const std::string train_ce = keys.count("ce") ? "ce" : "loss";  // stage 3's loss is SURE + λ·CE: its CE term
+  const bool overlay = keys.count(heldout) && keys.count(train_ce);
   std::vector<std::string> names;
-  for (const auto& [k, v] : keys) names.push_back(k);
+  for (const auto& [k, v] : keys)
+    if (!(overlay && k == heldout)) names.push_back(k);
+  if (overlay) names.push_back(heldout);  // its data file; no panel of its own
   for (size_t i = 0; i < names.size(); ++i) {
     std::ofstream d(tmp + "/" + std::to_string(i) + ".dat");
     for (const auto& r : rows) {
@@ -49,7 +55,7 @@ std::string plot_curves(const std::string& stage_dir) {
       if (s != r.end() && v != r.end()) d << s->second << " " << v->second << "\n";
     }
   }
-  const size_t n = names.size(), cols = n > 4 ? 3 : 2, nrows = (n + cols - 1) / cols;
+  const size_t n = names.size() - (overlay ? 1 : 0), cols = n > 4 ? 3 : 2, nrows = (n + cols - 1) / cols;
   const std::string png = stage_dir + "/curves.png";
   std::ofstream g(tmp + "/plot.gp");
   g << "set terminal png size " << 420 * cols << "," << 300 * nrows << "\n"
@@ -59,6 +65,12 @@ std::string plot_curves(const std::string& stage_dir) {
     std::string title = names[i];
     for (auto& c : title)
       if (c == '_') c = ' ';
+    if (overlay && names[i] == train_ce) {
+      g << "set title '" << train_ce << " (train) and held-out CE'\nset key on\nplot '" << tmp << "/" << i
+        << ".dat' using 1:2 with lines lw 2 title 'train', '" << tmp << "/" << n
+        << ".dat' using 1:2 with linespoints lw 2 title 'held-out'\nset key off\n";
+      continue;
+    }
     g << "set title '" << title << "'\nplot '" << tmp << "/" << i << ".dat' using 1:2 with lines lw 2\n";
   }
   g << "unset multiplot\n";

@@ -27,12 +27,17 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace cache_detail;
 
-HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, const std::string& run_dir) {
+HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, const std::string& run_dir,
+                                                           const std::string& source_split, const std::string& split) {
   HypothesisCacheOptions o;
-  o.train_cache_dir = run_dir + "/cache/train";
-  o.cache_dir = run_dir + "/cache/hyp-train";
+  o.train_cache_dir = run_dir + "/cache/" + source_split;
+  o.cache_dir = run_dir + "/cache/" + split;
+  o.split = split;
   o.shard_rows = cfg.integer("cache.shard_rows");
-  o.max_rows = cfg.integer("hypotheses.max_rows");
+  // The corrector reads hypotheses of inverter.max_length_eval tokens (training and evaluation alike): decode them
+  // at that length. A cache decoded at another length has another source digest and is refused on resume.
+  o.max_length = cfg.integer("inverter.max_length_eval");
+  o.max_rows = source_split == "train" ? cfg.integer("hypotheses.max_rows") : cfg.integer("train.heldout_rows");
   o.batch_size = cfg.integer("hypotheses.batch_size");
   o.dtype = cfg.str("cache.dtype");
   return o;
@@ -58,13 +63,16 @@ void hash_module(Sha256& h, const torch::nn::Module& m) {
 }
 
 std::string source_digest(const HypothesisCacheOptions& opt, const torch::nn::Module& inverter,
-                          const torch::nn::Module& dae) {
+                          const torch::nn::Module* dae) {
   Sha256 h;
   h.update(std::string("daei.hyp-train.v1\n"));
   h.update(read_file(opt.train_cache_dir + "/manifest.json"));
   h.update(fmt::format("\nsigma={:.17g} round={} max_length={}\n", opt.dae_sigma, opt.round, opt.max_length));
   hash_module(h, inverter);
-  hash_module(h, dae);
+  if (dae)
+    hash_module(h, *dae);
+  else
+    h.update(std::string("no DAE\n"));
   return h.hex();
 }
 
@@ -98,7 +106,7 @@ struct Plan {
 
 }  // namespace
 
-HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, InverterImpl& inverter, DaeImpl& dae,
+HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, InverterImpl& inverter, DaeImpl* dae,
                                              const SpmTokenizer& tok, const NoisyEmbedder& emb, Communicator& comm) {
   quiet_hdf5();
   const auto t0 = std::chrono::steady_clock::now();
@@ -107,9 +115,9 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
              "hypotheses: shard_rows > 0, batch_size > 0 and max_length >= 2 required");
   DAEI_CHECK(opt.dtype == "float16" || opt.dtype == "float32", "cache.dtype must be float16 or float32, got '{}'",
              opt.dtype);
-  DAEI_CHECK(opt.dae_sigma > 0, "hypotheses: the DAE's sigma must be > 0, got {}", opt.dae_sigma);
+  DAEI_CHECK(!dae || opt.dae_sigma > 0, "hypotheses: the DAE's sigma must be > 0, got {}", opt.dae_sigma);
   inverter.eval();
-  dae.eval();
+  if (dae) dae->eval();
   ShardMeta base{"noisy", opt.split, emb.id(), opt.dtype, "", emb.sigma(), emb.seed(), 0, 0, 0};
 
   // Rank 0 checks and plans; every rank gets the plan (or the error).
@@ -211,7 +219,7 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
       {
         torch::NoGradGuard ng;
         auto y = train->noisy_range(w.row_begin + b, w.row_begin + e).to(dev);
-        auto den = dae.forward(y, torch::full({e - b}, opt.dae_sigma, y.options()));
+        auto den = dae ? dae->forward(y, torch::full({e - b}, opt.dae_sigma, y.options())) : y;
         bt = tok.decode_batch(inverter.generate(den, g).cpu());
       }
       std::vector<std::string> keys;

@@ -34,13 +34,17 @@ struct HypothesisCacheOptions {
   std::string split = "hyp-train";
   double dae_sigma = 0;         // σ the frozen DAE is called at (the release's σ₀)
   int64_t round = 0;            // part of every noise key
-  int64_t max_length = 32;      // greedy decoding length (incl. the decoder start token)
+  int64_t max_length = 32;      // greedy decoding length (incl. the decoder start token); inverter.max_length_eval
   int64_t batch_size = 256;     // rows per decode and per query call
   int64_t shard_rows = 20000;
   int64_t max_rows = 0;         // the first N training rows only (stage 4 needs steps × batch); 0 = all
   std::string dtype = "float16";  // float16 | float32, as the other caches
-  // From config: cache.shard_rows, cache.batch_size, cache.dtype; paths under run_dir.
-  static HypothesisCacheOptions from_config(const Config& cfg, const std::string& run_dir);
+  // From config: cache.shard_rows, cache.dtype, hypotheses.batch_size, max_length = inverter.max_length_eval, and
+  // max_rows = hypotheses.max_rows for the train split, train.heldout_rows for another (the held-out CE's rows);
+  // run_dir/cache/<source_split> → run_dir/cache/<split>.
+  static HypothesisCacheOptions from_config(const Config& cfg, const std::string& run_dir,
+                                            const std::string& source_split = "train",
+                                            const std::string& split = "hyp-train");
 };
 
 struct HypothesisCacheResult {
@@ -54,8 +58,8 @@ struct HypothesisCacheResult {
 std::string hypothesis_query_key(int64_t round, int64_t id, const std::string& text);
 
 // Collective over comm: every rank calls it with the same models. The models are put in eval mode and used on
-// the device their parameters are on.
-HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, InverterImpl& inverter, DaeImpl& dae,
+// the device their parameters are on. dae null: the inverter reads y itself (noisy-vec2text's hypotheses).
+HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, InverterImpl& inverter, DaeImpl* dae,
                                              const SpmTokenizer& tokenizer, const NoisyEmbedder& embedder,
                                              Communicator& comm);
 

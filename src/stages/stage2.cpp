@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
+#include "stages/heldout.h"
 #include "stages/stage1.h"
 #include "stages/trainer.h"
 
@@ -131,6 +132,21 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
 }
 
 InverterStage::~InverterStage() = default;
+
+void InverterStage::enable_heldout(const Config& cfg, Communicator& comm, InverterTrainData val) {
+  if (trainer_->options().eval_every <= 0 || val.rows <= 0) return;
+  val_ = std::move(val);
+  const int64_t rows = std::min(cfg.integer("train.heldout_rows"), val_.rows);
+  const int64_t batch = trainer_->options().global_batch;
+  const at::Device device = inverter_->t5->shared->weight.device();
+  trainer_->evaluate = [this, rows, batch, device, &comm](int64_t) {
+    HeldOutLoss f = [&](const std::vector<int64_t>& r) {
+      return inverter_->loss(val_.embeddings(r).to(device),
+                             labels_from_rows(token_rows(*tok_, val_.texts(r), max_len_)).to(device));
+    };
+    return std::map<std::string, double>{{"heldout_ce", heldout_ce(comm, rows, batch, *inverter_, f)}};
+  };
+}
 
 int InverterStage::run() {
   int64_t n = 0;

@@ -53,12 +53,15 @@ class InverterStage {
   InverterStage(const Config& cfg, Communicator& comm, const std::string& tag, const std::string& stage_dir,
                 InverterTrainData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force);
   ~InverterStage();
+  // The held-out CE (metrics.jsonl "eval", every stage2.eval_every steps) on the first train.heldout_rows rows of
+  // `val`, inputs prepared as the training inputs are (DAE(y), y or clean). Collective, like run().
+  void enable_heldout(const Config& cfg, Communicator& comm, InverterTrainData val);
   int run();
   Inverter& inverter() { return inverter_; }
   Trainer& trainer() { return *trainer_; }
 
  private:
-  InverterTrainData data_;
+  InverterTrainData data_, val_;
   std::shared_ptr<SpmTokenizer> tok_;
   Inverter inverter_{nullptr};
   int64_t max_len_;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/communicator.h"
+#include "stages/heldout.h"
 #include "stages/pcgrad.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
@@ -97,6 +98,26 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
 }
 
 Stage3::~Stage3() = default;
+
+void Stage3::enable_heldout(const Config& cfg, Communicator& comm, std::shared_ptr<const NoisyDataset> val) {
+  if (trainer_->options().eval_every <= 0 || !val || val->size() == 0) return;
+  val_ = std::move(val);
+  const int64_t rows = std::min(cfg.integer("train.heldout_rows"), val_->size());
+  const int64_t batch = trainer_->options().global_batch;
+  trainer_->evaluate = [this, rows, batch, &comm](int64_t) {
+    const at::Device device = inverter_->t5->shared->weight.device();
+    const bool dae_training = dae_->is_training();
+    dae_->eval();
+    HeldOutLoss f = [&](const std::vector<int64_t>& r) {
+      auto y = val_->noisy(r).to(device);
+      auto e = dae_->forward(y, torch::full({y.size(0)}, sched_.sigma0, y.options()));
+      return inverter_->loss(e, labels_from_rows(token_rows(*tok_, val_->texts(r), max_len_)).to(device));
+    };
+    const double ce = heldout_ce(comm, rows, batch, *inverter_, f);
+    if (dae_training) dae_->train();
+    return std::map<std::string, double>{{"heldout_ce", ce}};
+  };
+}
 
 int Stage3::run() {
   LOG_INFO("[stage3] joint fine-tune: PCGrad {}, λ → {} over {} steps, σ₀ {}, {} rows",

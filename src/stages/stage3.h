@@ -27,13 +27,16 @@ class Stage3 {
          std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir, const std::string& inverter_dir, bool resume,
          bool force);
   ~Stage3();
+  // The held-out CE of inverter(DAE(y, σ₀)) on the first train.heldout_rows rows of `val` (every stage3.eval_every
+  // steps, DAE and inverter in eval mode). Collective, like run().
+  void enable_heldout(const Config& cfg, Communicator& comm, std::shared_ptr<const NoisyDataset> val);
   int run();
   Dae& dae() { return dae_; }
   Inverter& inverter() { return inverter_; }
   Trainer& trainer() { return *trainer_; }
 
  private:
-  std::shared_ptr<const NoisyDataset> train_;
+  std::shared_ptr<const NoisyDataset> train_, val_;
   std::shared_ptr<SpmTokenizer> tok_;
   Dae dae_{nullptr};
   Inverter inverter_{nullptr};

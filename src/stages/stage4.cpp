@@ -9,11 +9,29 @@
 #include "dist/communicator.h"
 #include "model/corrector.h"
 #include "model/token_batch.h"
+#include "stages/heldout.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/trainer.h"
 
 namespace daei {
+
+const std::vector<CorrectorChain>& corrector_chains() {
+  static const std::vector<CorrectorChain> c{
+      {"4", "stage4", "daei", "stage3", "stage3", "hyp-train"},
+      {"dae-corrector", "dae-corrector", "dae-corrected", "stage2", "stage1", "hyp-train-dae"},
+      {"noisy-corrector", "noisy-corrector", "noisy-vec2text", "noisy-inverter", "", "hyp-train-noisy"},
+  };
+  return c;
+}
+
+std::string CorrectorChain::hyp_val_split() const { return "hyp-val" + hyp_split.substr(std::string("hyp-train").size()); }
+
+const CorrectorChain* find_corrector_chain(const std::string& name) {
+  for (const auto& c : corrector_chains())
+    if (c.stage == name || c.folder == name || c.system == name) return &c;
+  return nullptr;
+}
 
 namespace {
 // The first n rows of a dataset (the hypothesis cache may cover a prefix of the training rows only).
@@ -31,73 +49,113 @@ class PrefixDataset final : public NoisyDataset {
   std::shared_ptr<const NoisyDataset> d_;
   int64_t n_;
 };
+
+void check_aligned(const std::string& tag, const NoisyDataset& targets, const NoisyDataset& hyps, const char* what) {
+  DAEI_CHECK(hyps.size() <= targets.size() && hyps.size() > 0, "[{}] {} hypotheses for {} {} rows (rebuild them with "
+             "`daei hypotheses`)", tag, hyps.size(), targets.size(), what);
+  DAEI_CHECK(hyps.dim() == targets.dim(), "[{}] hypothesis embeddings have dimension {}, the targets {}", tag,
+             hyps.dim(), targets.dim());
+}
 }  // namespace
 
-Stage4::Stage4(const Config& cfg, Communicator& comm, const std::string& stage_dir,
-               std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> hyps,
-               std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir, bool resume, bool force)
-    : train_(std::move(train)), hyps_(std::move(hyps)), tok_(std::move(tok)) {
-  DAEI_CHECK(hyps_->size() <= train_->size() && hyps_->size() > 0,
-             "stage 4: {} hypotheses for {} training rows (rebuild cache/hyp-train)", hyps_->size(), train_->size());
-  if (hyps_->size() < train_->size()) train_ = std::make_shared<PrefixDataset>(train_, hyps_->size());
-  DAEI_CHECK(hyps_->dim() == train_->dim(), "stage 4: hypothesis embeddings have dimension {}, the targets {}",
-             hyps_->dim(), train_->dim());
-  dae_ = load_dae_for(dae_dir, *train_, &sigma0_);  // frozen: the DAE shield
+Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chain, const std::string& stage_dir,
+               CorrectorStageData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force)
+    : chain_(chain), data_(std::move(data)), tok_(std::move(tok)) {
+  const std::string& tag = chain_.folder;
+  check_aligned(tag, *data_.train, *data_.hyps, "training");
+  if (data_.hyps->size() < data_.train->size())
+    data_.train = std::make_shared<PrefixDataset>(data_.train, data_.hyps->size());
   const at::Device device = train_device(cfg, comm.local_rank());
-  dae_->to(device);
-  dae_->eval();
-  for (auto& p : dae_->parameters()) p.set_requires_grad(false);
+  if (!data_.dae_dir.empty()) {
+    dae_ = load_dae_for(data_.dae_dir, *data_.train, &sigma0_);  // frozen: the DAE shield
+    dae_->to(device);
+    dae_->eval();
+    for (auto& p : dae_->parameters()) p.set_requires_grad(false);
+  }
   torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0xC0AAEC7ULL));
   CorrectorConfig cc;
-  cc.dim = train_->dim();
+  cc.dim = data_.train->dim();
   cc.repeat = cfg.integer("inverter.repeat_tokens");
-  cc.t5 = inverter_config(cfg, train_->dim(), tok_->vocab_size()).t5;
+  cc.t5 = inverter_config(cfg, data_.train->dim(), tok_->vocab_size()).t5;
   corrector_ = std::make_shared<CorrectorImpl>(cc);
-  const std::string t5_dir = cfg.str("inverter.t5_dir");
-  if (!t5_dir.empty()) corrector_->t5->load_weights(t5_dir + "/model.safetensors");
+  if (cfg.flag("stage4.warm_start")) {
+    auto inverter = InverterImpl::load(data_.inverter_dir);
+    const std::string heads = cfg.str("stage4.warm_start_t2_t3");
+    DAEI_CHECK(heads == "copy" || heads == "fresh", "stage4.warm_start_t2_t3 must be copy or fresh, got '{}'", heads);
+    const auto copied = warm_start_corrector(*corrector_, *inverter, heads == "copy");
+    LOG_INFO("[{}] warm start: {} tensors from {} (T5, T1{})", tag, copied.size(), data_.inverter_dir,
+             heads == "copy" ? ", T2 and T3 as copies of T1" : "; T2, T3 fresh");
+  } else if (const std::string t5_dir = cfg.str("inverter.t5_dir"); !t5_dir.empty()) {
+    corrector_->t5->load_weights(t5_dir + "/model.safetensors");
+  }
   corrector_->to(device);
   corrector_->train();
   max_len_ = cfg.integer("inverter.max_length_train");
   hyp_len_ = cfg.integer("inverter.max_length_eval");
   auto opt = trainer_options(cfg, "stage4", stage_dir);
+  opt.tag = tag;
   opt.resume = resume;
   opt.force = force;
   ParamGroupSpec g{"corrector", corrector_->parameters(), cfg.real("stage4.lr"), cfg.real("stage4.weight_decay"), 0.0};
-  trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", corrector_}}, std::vector{g});
+  trainer_ = std::make_unique<Trainer>(comm, opt, data_.train->size(), ModuleList{{"", corrector_}}, std::vector{g});
   trainer_->terms = {"loss", "tokens", "hyp_cos"};
   trainer_->prefetch = [this](const std::vector<int64_t>& rows) {
-    train_->prefetch(rows, true);
-    hyps_->prefetch(rows, true);
+    data_.train->prefetch(rows, true);
+    data_.hyps->prefetch(rows, true);
   };
-  trainer_->loss = [this, device](const Batch& b) {
+  // The loss of rows of (targets, hypotheses): the training batches and the held-out rows alike.
+  auto batch_loss = [this, device](const NoisyDataset& targets, const NoisyDataset& hyps,
+                                   const std::vector<int64_t>& rows, double* hyp_cos) {
     at::Tensor target, hyp_e;
     {
       torch::NoGradGuard ng;
-      auto y = train_->noisy(b.rows).to(device), yh = hyps_->noisy(b.rows).to(device);
-      target = dae_->forward(y, torch::full({y.size(0)}, sigma0_, y.options()));
-      hyp_e = dae_->forward(yh, torch::full({yh.size(0)}, sigma0_, yh.options()));
+      target = shield(targets.noisy(rows).to(device));
+      hyp_e = shield(hyps.noisy(rows).to(device));
+      if (hyp_cos) *hyp_cos = torch::cosine_similarity(target, hyp_e, 1).mean().item<double>();
     }
-    auto hyp_ids = pad_token_rows(token_rows(*tok_, hyps_->texts(b.rows), hyp_len_), 0, 1).input_ids.to(device);
-    auto labels = labels_from_rows(token_rows(*tok_, train_->texts(b.rows), max_len_)).to(device);
-    auto tl = corrector_->loss(target, hyp_e, hyp_ids, labels);
+    auto hyp_ids = pad_token_rows(token_rows(*tok_, hyps.texts(rows), hyp_len_), 0, 1).input_ids.to(device);
+    auto labels = labels_from_rows(token_rows(*tok_, targets.texts(rows), max_len_)).to(device);
+    return corrector_->loss(target, hyp_e, hyp_ids, labels);
+  };
+  trainer_->loss = [this, batch_loss](const Batch& b) {
+    double hyp_cos = 0;
+    auto tl = batch_loss(*data_.train, *data_.hyps, b.rows, &hyp_cos);
     LossOutput out;
     out.loss = tl.sum;
     out.count = static_cast<double>(tl.count);
     out.terms = {{"loss", tl.sum.item<double>() / std::max<int64_t>(1, tl.count)},
                  {"tokens", static_cast<double>(tl.count)},
-                 {"hyp_cos", torch::cosine_similarity(target, hyp_e, 1).mean().item<double>()}};
+                 {"hyp_cos", hyp_cos}};
     return out;
   };
+  if (data_.val && data_.hyps_val && opt.eval_every > 0) {
+    check_aligned(tag, *data_.val, *data_.hyps_val, "validation");
+    const int64_t rows = std::min(cfg.integer("train.heldout_rows"), data_.hyps_val->size());
+    const int64_t batch = cfg.integer("stage4.batch_size");
+    trainer_->evaluate = [this, rows, batch, batch_loss, &comm](int64_t) {
+      HeldOutLoss f = [&](const std::vector<int64_t>& r) { return batch_loss(*data_.val, *data_.hyps_val, r, nullptr); };
+      return std::map<std::string, double>{{"heldout_ce", heldout_ce(comm, rows, batch, *corrector_, f)}};
+    };
+  }
   trainer_->save_final = [this](const std::string& dir) { corrector_->save(dir + "/corrector"); };
 }
 
 Stage4::~Stage4() = default;
 
+at::Tensor Stage4::shield(const at::Tensor& y) {
+  if (!dae_) return y;
+  return dae_->forward(y, torch::full({y.size(0)}, sigma0_, y.options()));
+}
+
 int Stage4::run() {
   int64_t n = 0;
   for (const auto& p : corrector_->parameters()) n += p.numel();
-  LOG_INFO("[stage4] corrector: {} parameters behind the frozen stage-3 DAE (σ₀ {}), {} rows", n, sigma0_,
-           train_->size());
+  if (dae_)
+    LOG_INFO("[{}] corrector ({}): {} parameters behind the frozen DAE of {} (σ₀ {}), {} rows", chain_.folder,
+             chain_.system, n, chain_.dae_stage, sigma0_, data_.train->size());
+  else
+    LOG_INFO("[{}] corrector ({}): {} parameters, no DAE (targets y, hypotheses f̃(x̂)), {} rows", chain_.folder,
+             chain_.system, n, data_.train->size());
   return trainer_->run();
 }
 

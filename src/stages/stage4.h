@@ -1,10 +1,20 @@
 // Stage 4 (paper §III-D; reference notes §1.2, §2.4): the corrector behind a frozen "DAE shield". For every training
-// row: the target ẽ = DAE₃(y), the stage-3 inverter's hypothesis x̂ (cache/hyp-train: its text and its noisy
-// embedding f̃(x̂), queried like any release) and ê = DAE₃(f̃(x̂)); the corrector — a fresh T5 of the inverter's size
-// with three input MLPs — learns the true text with cross-entropy. lr 5e-4. Writes stage4/final/corrector/.
+// row: the target ẽ = DAE(y), the inverter's hypothesis x̂ (cache/hyp-train: its text and its noisy embedding f̃(x̂),
+// queried like any release) and ê = DAE(f̃(x̂)); the corrector — a T5 of the inverter's size with three input MLPs —
+// learns the true text with cross-entropy. lr 5e-4.
+//
+// Warm start (stage4.warm_start, on by default; DAEI starts its corrector from the trained inverter): the corrector's
+// T5 and its T1 transform start as the inverter it corrects; T2 and T3 as copies of T1 (stage4.warm_start_t2_t3:
+// copy) or fresh. A corrector that starts from scratch ends above the inverter's CE at equal budgets and makes its
+// hypotheses worse (results/replicate-cpu.md, issue 21).
+//
+// The same stage trains three correctors with one budget (the stage4.* keys), one for each corrected row of the
+// paper's Table I (CorrectorChain): daei (stage-3 DAE and inverter), dae-corrected (stage-1 DAE, stage-2 inverter:
+// no joint stage) and noisy-vec2text (no DAE anywhere: ẽ = y and ê = f̃(x̂) — the double noise trap of §II-B).
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "model/dae.h"
@@ -17,19 +27,41 @@ class Config;
 class Trainer;
 class CorrectorImpl;
 
+// One corrected system: which inverter produces its hypotheses, which DAE shields it, where it lives.
+struct CorrectorChain {
+  std::string stage;           // `train --stage` and `hypotheses --for`: "4" | "dae-corrector" | "noisy-corrector"
+  std::string folder;          // runs/NAME/<folder>: "stage4" | "dae-corrector" | "noisy-corrector"
+  std::string system;          // its row in the results: "daei" | "dae-corrected" | "noisy-vec2text"
+  std::string inverter_stage;  // the inverter it corrects (and starts from): "stage3" | "stage2" | "noisy-inverter"
+  std::string dae_stage;       // the frozen DAE: "stage3" | "stage1" | "" (none)
+  std::string hyp_split;       // its training hypotheses: cache/<hyp_split>; held-out ones in cache/<val split>
+  std::string hyp_val_split() const;  // "hyp-val" | "hyp-val-dae" | "hyp-val-noisy"
+};
+const std::vector<CorrectorChain>& corrector_chains();
+const CorrectorChain* find_corrector_chain(const std::string& stage);  // by stage, folder or system; null if none
+
+// Stage 4's inputs, as the command line assembles them from the run directory.
+struct CorrectorStageData {
+  std::shared_ptr<const NoisyDataset> train, hyps;          // y and true texts; row r's hypothesis (cache/hyp-*)
+  std::shared_ptr<const NoisyDataset> val, hyps_val;        // held-out rows and their hypotheses (may be null)
+  std::string dae_dir;       // "" = no DAE (noisy-vec2text)
+  std::string inverter_dir;  // the inverter it corrects: warm start from it
+};
+
 class Stage4 {
  public:
-  // train: the noisy training cache; hyps: cache/hyp-train (row r = the hypothesis of training row r).
-  Stage4(const Config& cfg, Communicator& comm, const std::string& stage_dir, std::shared_ptr<const NoisyDataset> train,
-         std::shared_ptr<const NoisyDataset> hyps, std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir,
-         bool resume, bool force);
+  Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chain, const std::string& stage_dir,
+         CorrectorStageData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force);
   ~Stage4();
   int run();
   Trainer& trainer() { return *trainer_; }
   std::shared_ptr<CorrectorImpl> corrector() { return corrector_; }
 
  private:
-  std::shared_ptr<const NoisyDataset> train_, hyps_;
+  at::Tensor shield(const at::Tensor& y);  // DAE(y, σ₀), or y itself without a DAE
+
+  CorrectorChain chain_;
+  CorrectorStageData data_;
   std::shared_ptr<SpmTokenizer> tok_;
   Dae dae_{nullptr};
   double sigma0_ = 0;

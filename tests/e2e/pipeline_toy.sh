@@ -40,20 +40,24 @@ dae: {hidden: 32, depth: 2}
 stage1: {steps: 4, batch_size: 32, warmup_steps: 1, eval_every: 2, eval_rows: 40}
 inverter: {d_model: 32, d_kv: 8, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, repeat_tokens: 4,
            vocab_size: 80, max_length_train: 16, max_length_eval: 12}
-stage2: {steps: 6, batch_size: 16, warmup_steps: 1}
-stage3: {steps: 3, batch_size: 16, warmup_steps: 1, lambda_warmup_steps: 1}
-stage4: {steps: 3, batch_size: 16, warmup_steps: 1}
+stage2: {steps: 6, batch_size: 16, warmup_steps: 1, eval_every: 3}
+stage3: {steps: 3, batch_size: 16, warmup_steps: 1, lambda_warmup_steps: 1, eval_every: 3}
+stage4: {steps: 3, batch_size: 16, warmup_steps: 1, eval_every: 3}
 hypotheses: {max_rows: 64, batch_size: 32}
-eval: {splits: [test], max_texts: 24, batch_size: 12, bootstrap: 100, sweep: true, sweep_sigmas: [0.02, 0.06]}
+eval: {splits: [test], max_texts: 24, batch_size: 12, bootstrap: 100, sweep: true, sweep_sigmas: [0.02, 0.06],
+       per_round: true}
 correct: {max_steps: 2, beam: 2}
-train: {log_every: 1, ckpt_every: 100, progress_every_s: 100.0}
+train: {log_every: 1, ckpt_every: 100, progress_every_s: 100.0, heldout_rows: 20}
 YAML
 
 "${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run1.log" 2>&1 || { tail -50 "$T/run1.log"; fail "pipeline"; }
 R=$T/toy
 for f in eval/results.json eval/results.md eval/samples.md eval/sigma_sweep.json eval/sigma_sweep.md \
          stage1/final/dae/dae.json stage2/final/inverter/config.json stage3/final/dae/dae.json \
-         stage4/final/corrector/config.json cache/hyp-train/manifest.json stage2/metrics.jsonl; do
+         stage4/final/corrector/config.json cache/hyp-train/manifest.json stage2/metrics.jsonl \
+         dae-corrector/final/corrector/config.json noisy-corrector/final/corrector/config.json \
+         cache/hyp-train-dae/manifest.json cache/hyp-train-noisy/manifest.json cache/hyp-val/manifest.json \
+         eval/per_round.json eval/per_round.md eval/per_round.png; do
   [[ -s $R/$f ]] || { tail -30 "$T/run1.log"; fail "missing $f"; }
 done
 /usr/bin/python3 - "$R/eval/results.json" "$R/eval/sigma_sweep.json" <<'PY'
@@ -62,7 +66,8 @@ r = json.load(open(sys.argv[1]))
 assert r["embedder"] == "glove-100d" and abs(r["sigma"] - 0.04) < 1e-12, (r["embedder"], r["sigma"])
 t = r["splits"]["test"]
 assert t["n"] == 24, t["n"]
-want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "dae-only", "joint-no-corrector", "daei"}
+want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
+        "joint-no-corrector", "daei"}
 assert set(t["systems"]) == want, sorted(t["systems"])
 for name, s in t["systems"].items():
     for k in ("bleu", "token_f1", "rouge_l", "cos"):
@@ -71,6 +76,9 @@ for name, s in t["systems"].items():
     assert s["reference"] == name.startswith("clean-to-"), name
 assert t["systems"]["daei"]["queries_per_text"] >= 1, t["systems"]["daei"]
 assert t["systems"]["dae-only"]["queries_per_text"] == 0
+for name in ("noisy-vec2text", "dae-corrected", "daei"):
+    assert t["systems"][name]["queries_per_text"] >= 1, (name, t["systems"][name])
+assert all(0 <= s["repeat4"] <= 1 for s in t["systems"].values())
 pairs = {(v["a"], v["b"], v["metric"]) for v in t["verdicts"]}
 assert ("dae-only", "noisy-inverter", "bleu") in pairs and ("daei", "joint-no-corrector", "token_f1") in pairs, pairs
 assert "mse_dae_stage3" in r["dae"]["test"] and "oracle_fitted_on" in r["dae"]["test"]
@@ -80,6 +88,32 @@ lo, hi = s["points"]
 assert lo["cos_noisy_clean"] > hi["cos_noisy_clean"], "utility must fall as sigma grows"
 print("results OK:", {k: round(v["bleu"], 3) for k, v in t["systems"].items()})
 PY
+# Per round (eval.per_round): max_steps + 1 rounds for every corrected system, round 0 = its inverter alone,
+# cumulative queries never decrease, the main table's row is the early-stopped round.
+/usr/bin/python3 - "$R/eval/per_round.json" "$R/eval/results.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["splits"]["test"]
+r = json.load(open(sys.argv[2]))["splits"]["test"]["systems"]
+assert set(p) == {"noisy-vec2text", "dae-corrected", "daei"}, sorted(p)
+round0 = {"noisy-vec2text": "noisy-inverter", "dae-corrected": "dae-only", "daei": "joint-no-corrector"}
+for name, block in p.items():
+    rounds = block["rounds"]
+    assert [x["round"] for x in rounds] == [0, 1, 2], (name, rounds)
+    q = [x["queries_per_text"] for x in rounds]
+    assert q[0] == 1 and all(b >= a for a, b in zip(q, q[1:])), (name, q)
+    assert abs(rounds[0]["bleu"] - r[round0[name]]["bleu"]) < 1e-12, (name, rounds[0], r[round0[name]])
+    es = rounds[block["early_stop_round"]]
+    assert abs(es["bleu"] - r[name]["bleu"]) < 1e-12 and abs(es["queries_per_text"] - r[name]["queries_per_text"]) < 1e-9
+    assert {v["metric"] for v in block["verdicts"]} == {"bleu", "token_f1"}
+print("per-round OK")
+PY
+# Held-out CE beside the training CE in every T5 stage; the correctors were warm-started from their inverters.
+for st in stage2 noisy-inverter clean-inverter stage3 stage4 dae-corrector noisy-corrector; do
+  grep -q '"heldout_ce"' "$R/$st/metrics.jsonl" || fail "$st/metrics.jsonl has no held-out CE"
+done
+grep -q "\[stage4\] warm start: .* tensors from .*stage3/final/inverter" "$T/run1.log" || fail "stage 4 not warm-started"
+grep -q "\[noisy-corrector\] warm start: .* tensors from .*noisy-inverter/final/inverter" "$T/run1.log" ||
+  fail "the vanilla corrector not warm-started from the noisy inverter"
 grep -q "| daei |" "$R/eval/results.md" || fail "results.md has no daei row"
 
 # A second run does no work.

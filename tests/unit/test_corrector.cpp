@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/safetensors.h"
@@ -249,24 +250,95 @@ TEST(Corrector, SaveLoadRoundTrip) {
   EXPECT_THROW(CorrectorImpl::load(dir.str()), Error);
 }
 
+// Warm start (issue 21): the corrector's T5 and T1 are exactly the inverter's tensors (names, shapes, values);
+// T2/T3 are copies of the inverter's transform or stay fresh; the LayerNorm stays fresh.
+TEST(Corrector, WarmStartCopiesTheInvertersTensors) {
+  torch::manual_seed(5);
+  InverterConfig ic;
+  ic.dim = kDim;
+  ic.repeat = kRepeat;
+  ic.t5 = tiny_t5();
+  Inverter inv(ic);
+  const auto inv_t5 = inv->t5->named_parameters(true);
+  const auto inv_tr = inv->embedding_transform->named_parameters(true);
+  for (const bool copy_t2_t3 : {false, true}) {
+    auto m = tiny_corrector(9);
+    const at::Tensor fresh_t2 = m->embedding_transform_2->net[0]->as<torch::nn::Linear>()->weight.clone();
+    const at::Tensor ln_w = m->layernorm->weight.clone();
+    const auto copied = warm_start_corrector(*m, *inv, copy_t2_t3);
+    // Every T5 tensor, by its Hugging Face name, and T1.
+    const size_t want = inv_t5.size() + inv_tr.size() * (copy_t2_t3 ? 3 : 1);
+    EXPECT_EQ(copied.size(), want);
+    for (const auto& p : m->t5->named_parameters(true)) {
+      const at::Tensor* src = inv_t5.find(p.key());
+      ASSERT_NE(src, nullptr) << p.key();
+      EXPECT_EQ(p.value().sizes(), src->sizes()) << p.key();
+      EXPECT_TRUE(torch::equal(p.value(), *src)) << p.key();
+      EXPECT_NE(std::find(copied.begin(), copied.end(), "t5." + p.key()), copied.end()) << p.key();
+    }
+    for (const auto& p : m->embedding_transform_1->named_parameters(true))
+      EXPECT_TRUE(torch::equal(p.value(), *inv_tr.find(p.key()))) << p.key();
+    const at::Tensor t2 = m->embedding_transform_2->net[0]->as<torch::nn::Linear>()->weight;
+    const at::Tensor inv_w = inv->embedding_transform->net[0]->as<torch::nn::Linear>()->weight;
+    EXPECT_EQ(torch::equal(t2, inv_w), copy_t2_t3);
+    EXPECT_EQ(torch::equal(t2, fresh_t2), !copy_t2_t3);
+    EXPECT_TRUE(torch::equal(m->layernorm->weight, ln_w));
+    // Copies, not shared storage: training the corrector leaves the inverter as it was.
+    EXPECT_NE(m->t5->shared->weight.data_ptr(), inv->t5->shared->weight.data_ptr());
+  }
+  // Another T5 size is refused with the tensor's name.
+  T5Config other = tiny_t5();
+  other.d_ff = 48;
+  InverterConfig ic2 = ic;
+  ic2.t5 = other;
+  Inverter inv2(ic2);
+  auto m = tiny_corrector(9);
+  try {
+    warm_start_corrector(*m, *inv2, false);
+    FAIL() << "a mismatched inverter was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DenseReluDense"), std::string::npos) << e.what();
+  }
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // The correction rules
 
 TEST(Correction, EarlyStopRule) {
   CorrectionOptions o;  // max_steps 10, min_gain 1e-3
-  EXPECT_FALSE(correction_should_stop(0.80, 0.81, 1, o));     // gain 1e-2: go on
-  EXPECT_TRUE(correction_should_stop(0.80, 0.8005, 1, o));    // gain below the threshold
-  EXPECT_TRUE(correction_should_stop(0.80, 0.80, 1, o));      // no gain
-  EXPECT_TRUE(correction_should_stop(0.80, 0.70, 1, o));      // negative gain
+  // DAEI's rule: round 1 is never judged against round 0; the first comparison is round 2 against round 1.
+  EXPECT_FALSE(correction_should_stop(0.80, 0.70, 1, o));
+  EXPECT_FALSE(correction_should_stop(0.80, 0.80, 1, o));
+  EXPECT_FALSE(correction_should_stop(0.80, 0.81, 2, o));     // gain 1e-2: go on
+  EXPECT_TRUE(correction_should_stop(0.80, 0.8005, 2, o));    // gain below the threshold
+  EXPECT_TRUE(correction_should_stop(0.80, 0.80, 2, o));      // no gain
+  EXPECT_TRUE(correction_should_stop(0.80, 0.70, 3, o));      // negative gain
   EXPECT_TRUE(correction_should_stop(0.80, 0.90, 10, o));     // max steps, whatever the gain
   EXPECT_FALSE(correction_should_stop(0.80, 0.90, 9, o));
-  EXPECT_TRUE(correction_should_stop(0.80, std::nan(""), 1, o));
+  EXPECT_TRUE(correction_should_stop(0.80, std::nan(""), 2, o));
+  o.max_steps = 1;  // a single round still ends at max_steps
+  EXPECT_TRUE(correction_should_stop(0.80, 0.70, 1, o));
+  o.max_steps = 10;
   o.min_gain = -0.5;  // a negative threshold still stops on any decrease
-  EXPECT_TRUE(correction_should_stop(0.80, 0.79, 1, o));
-  EXPECT_FALSE(correction_should_stop(0.80, 0.80, 1, o));
+  EXPECT_TRUE(correction_should_stop(0.80, 0.79, 2, o));
+  EXPECT_FALSE(correction_should_stop(0.80, 0.80, 2, o));
   o.early_stop = false;  // fixed number of rounds
   EXPECT_FALSE(correction_should_stop(0.80, 0.10, 3, o));
   EXPECT_TRUE(correction_should_stop(0.80, 0.10, 10, o));
+}
+
+TEST(Correction, EarlyStopRoundReplaysTheRule) {
+  CorrectionOptions o;
+  o.max_steps = 10;
+  // Round 1 falls (not judged), round 2 gains, round 3 gains too little: the early-stopped run ends at round 3.
+  EXPECT_EQ(early_stop_round({0.80, 0.78, 0.85, 0.8505, 0.90}, o), 3);
+  EXPECT_EQ(early_stop_round({0.80, 0.81, 0.82, 0.83}, o), 3);  // never stopped: the last round run
+  EXPECT_EQ(early_stop_round({0.80}, o), 0);
+  o.max_steps = 2;
+  EXPECT_EQ(early_stop_round({0.80, 0.81, 0.82, 0.83}, o), 2);
+  o.max_steps = 10;
+  o.early_stop = false;
+  EXPECT_EQ(early_stop_round({0.80, 0.78, 0.70, 0.60}, o), 3);
 }
 
 TEST(Correction, BeamKeepsSBestDistinct) {
@@ -388,6 +460,17 @@ TEST(Correction, QueryCountingIsExact) {
   double mean_best = 0;
   for (double c : r.best_cos) mean_best += c / 5;
   EXPECT_GE(mean_best + 1e-9, r.round_mean_cos[0]);
+  // Per round: max_steps + 1 rounds (round 0 first), cumulative queries never decrease and end at the totals,
+  // and the last round's answers are the run's answers.
+  ASSERT_EQ(r.round_best_text.size(), 4u);
+  ASSERT_EQ(r.round_queries.size(), 4u);
+  EXPECT_EQ(r.round_best_text[0], in.initial);
+  for (int64_t b = 0; b < 5; ++b) {
+    EXPECT_EQ(r.round_queries[0][b], 1);
+    for (size_t t = 1; t < r.round_queries.size(); ++t) EXPECT_GE(r.round_queries[t][b], r.round_queries[t - 1][b]);
+  }
+  EXPECT_EQ(r.round_queries.back(), r.queries_per_text);
+  EXPECT_EQ(r.round_best_text.back(), r.best_text);
 
   // max_steps 0: the inverter's hypothesis alone, one query a text.
   o.max_steps = 0;
@@ -396,16 +479,85 @@ TEST(Correction, QueryCountingIsExact) {
   EXPECT_EQ(r0.steps, 0);
   EXPECT_EQ(r0.best_text, in.initial);
   EXPECT_EQ(r0.total_queries(), 5);
-  // Early stop with an unreachable gain: exactly one round.
+  // Early stop with an unreachable gain: exactly two rounds (round 2 against round 1 is the first comparison).
   o.max_steps = 10;
   o.early_stop = true;
   o.min_gain = 10.0;
   auto r1 = run_correction(in.y, in.initial, in.ids, CountingBox().fn(), toy_dae(), *m, tok, o);
-  EXPECT_EQ(r1.steps, 1);
+  EXPECT_EQ(r1.steps, 2);
   // Duplicate text ids would share noise: refused.
   auto dup = in.ids;
   dup[1] = dup[0];
   EXPECT_THROW(run_correction(in.y, in.initial, dup, box.fn(), toy_dae(), *m, tok, o), Error);
+}
+
+// The main table's early-stopped run is read off a full run (eval.per_round): equal to running with early stop on.
+TEST(Correction, EarlyStoppedRunIsAPrefixOfTheFullRun) {
+  auto m = tiny_corrector(9);
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.mul_(4.0);
+  }
+  auto in = correction_inputs(4);
+  CorrectionOptions o;
+  o.max_steps = 4;
+  o.beam = 2;
+  o.max_length = 10;
+  o.min_gain = 0.5;  // stops at the first comparison (round 2)
+  o.early_stop = false;
+  auto full = run_correction(in.y, in.initial, in.ids, CountingBox().fn(), toy_dae(), *m, tokenizer(), o);
+  ASSERT_EQ(full.steps, 4);
+  o.early_stop = true;
+  auto stopped = run_correction(in.y, in.initial, in.ids, CountingBox().fn(), toy_dae(), *m, tokenizer(), o);
+  const int64_t t = early_stop_round(full.round_mean_cos, o);
+  EXPECT_EQ(t, stopped.steps);
+  EXPECT_EQ(full.round_best_text[t], stopped.best_text);
+  EXPECT_EQ(full.round_queries[t], stopped.queries_per_text);
+}
+
+// Query-averaged scoring (issue 21 item 4): the mean of k queries under k independent keys, every query counted.
+TEST(Correction, QueryAveragingMeansKIndependentQueries) {
+  auto emb = noisy_embedder();
+  QueryFn q = [&](const std::vector<std::string>& t, const std::vector<std::string>& k) { return emb->embed(t, k); };
+  std::vector<std::string> texts{sentence(1, 4), sentence(2, 5), sentence(3, 3)}, keys;
+  for (int i = 0; i < 3; ++i) keys.push_back(correction_query_key("t/" + std::to_string(i), 1, 0));
+  EXPECT_EQ(averaging_query_key("k", 0), "k");
+  EXPECT_EQ(averaging_query_key("k", 2), "k/q2");
+  EXPECT_TRUE(torch::equal(query_averaged(q, texts, keys, 1, 2), query_chunked(q, texts, keys, 2)));
+  const int64_t k = 4;
+  auto avg = query_averaged(q, texts, keys, k, 2);
+  std::vector<at::Tensor> draws;
+  for (int64_t j = 0; j < k; ++j) {
+    std::vector<std::string> kj;
+    for (const auto& key : keys) kj.push_back(averaging_query_key(key, j));
+    draws.push_back(emb->embed(texts, kj));
+  }
+  EXPECT_TRUE(torch::allclose(avg, torch::stack(draws).mean(0), 1e-6, 1e-6));
+  // Independent keys: the k noise draws differ, and the mean is closer to the clean vector than one draw.
+  auto clean = emb->clean(texts);
+  for (int64_t j = 1; j < k; ++j) EXPECT_GT((draws[j] - draws[0]).abs().max().item<float>(), 1e-3) << j;
+  EXPECT_LT((avg - clean).pow(2).sum().item<double>(), (draws[0] - clean).pow(2).sum().item<double>());
+  EXPECT_THROW(query_averaged(q, texts, keys, 0, 2), Error);
+
+  // In a correction run every query counts: k per candidate text.
+  auto m = tiny_corrector(9);
+  auto in = correction_inputs(4);
+  CorrectionOptions o;
+  o.max_steps = 2;
+  o.beam = 2;
+  o.max_length = 10;
+  o.early_stop = false;
+  o.queries_per_candidate = 3;
+  CountingBox box;
+  auto r = run_correction(in.y, in.initial, in.ids, box.fn(), toy_dae(), *m, tokenizer(), o);
+  EXPECT_EQ(int64_t(box.keys.size()), r.total_queries());
+  EXPECT_EQ(std::set<std::string>(box.keys.begin(), box.keys.end()).size(), box.keys.size());
+  for (int64_t b = 0; b < 4; ++b) {
+    EXPECT_EQ(r.queries_per_text[b] % 3, 0) << b;
+    EXPECT_EQ(r.round_queries[0][b], 3) << b;  // round 0: the hypothesis, queried k times
+  }
+  o.max_steps = 0;
+  EXPECT_EQ(run_correction(in.y, in.initial, in.ids, q, toy_dae(), *m, tokenizer(), o).total_queries(), 3 * 4);
 }
 
 TEST(Correction, ChunkedEmbeddingEqualsUnchunked) {
@@ -491,7 +643,7 @@ struct HypFixture {
     return o;
   }
   HypothesisCacheResult build(const HypothesisCacheOptions& o) {
-    return build_hypothesis_cache(o, *inv, *dae, tokenizer(), *emb, comm);
+    return build_hypothesis_cache(o, *inv, dae.get(), tokenizer(), *emb, comm);
   }
 };
 
@@ -554,6 +706,47 @@ TEST(Hypotheses, CacheContentAndResume) {
   }
   EXPECT_THROW(f.build(o), Error);
   EXPECT_EQ(verify_cache(o.cache_dir).digest, full.digest);
+}
+
+// Issue 21 item 6: the decoding length comes from the config (inverter.max_length_eval), the held-out split's
+// hypotheses cover train.heldout_rows rows, and a cache decoded at another length is refused on resume.
+TEST(Hypotheses, LengthFromConfigAndNoDae) {
+  Config cfg = Config::defaults();
+  cfg.set("inverter.max_length_eval=5", "test");
+  cfg.set("train.heldout_rows=7", "test");
+  cfg.set("hypotheses.max_rows=9", "test");
+  const auto tr = HypothesisCacheOptions::from_config(cfg, "/r");
+  EXPECT_EQ(tr.max_length, 5);
+  EXPECT_EQ(tr.max_rows, 9);
+  EXPECT_EQ(tr.train_cache_dir, "/r/cache/train");
+  EXPECT_EQ(tr.cache_dir, "/r/cache/hyp-train");
+  const auto va = HypothesisCacheOptions::from_config(cfg, "/r", "val", "hyp-val-noisy");
+  EXPECT_EQ(va.max_length, 5);
+  EXPECT_EQ(va.max_rows, 7);
+  EXPECT_EQ(va.train_cache_dir, "/r/cache/val");
+  EXPECT_EQ(va.cache_dir, "/r/cache/hyp-val-noisy");
+  EXPECT_EQ(va.split, "hyp-val-noisy");
+
+  HypFixture f;
+  auto o = f.opts("hyp-len");
+  o.max_length = 3;  // at most 2 tokens after the decoder start
+  f.build(o);
+  auto hyp = NoisyCache::open(o.cache_dir);
+  std::vector<int64_t> all(HypFixture::kRows);
+  std::iota(all.begin(), all.end(), 0);
+  for (const auto& t : hyp->texts(all)) EXPECT_LE(tokenizer().encode(t, 100).size(), 3u) << t;
+  o.max_length = 8;  // resumed at another length: refused, not mixed in
+  EXPECT_THROW(f.build(o), Error);
+
+  // No DAE (noisy-vec2text): the inverter decodes y itself.
+  auto on = f.opts("hyp-noisy");
+  on.dae_sigma = 0;
+  build_hypothesis_cache(on, *f.inv, nullptr, tokenizer(), *f.emb, f.comm);
+  auto train = NoisyCache::open(on.train_cache_dir);
+  GenerateOptions g;
+  g.max_length = 8;
+  torch::NoGradGuard ng;
+  EXPECT_EQ(NoisyCache::open(on.cache_dir)->texts(all), tokenizer().decode_batch(f.inv->generate(train->all_noisy(), g)));
 }
 
 TEST(Hypotheses, NoiseKeysIndependent) {
