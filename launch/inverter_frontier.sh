@@ -5,7 +5,7 @@
 # SETS are `--set key=value` options on top of configs/quickstart.yaml. Each setting trains on one rank (two
 # settings run side by side, one core each); its step count is MINUTES × the steps/s of a 30-step probe of the
 # same setting, so every setting gets the same wall time, not the same steps. Corpus and caches are built once
-# (runs/frontier-base) and linked into every setting's run directory. Results: runs/frontier-NAME/eval/results.json;
+# (runs/frontier-data) and linked into every setting's run directory. Results: runs/frontier-NAME/eval/results.json;
 # the summary table goes to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,15 +14,15 @@ D=build/daei
 BASE=(--config configs/quickstart.yaml --set reference.enabled=true --set eval.sweep=false --set eval.splits=[test]
       --set eval.max_texts=500 --set train.plot=false --set stage2.eval_every=0)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-if [[ ! -f runs/frontier-base/cache/test/clean/manifest.json ]]; then
-  $D corpus build "${BASE[@]}" --set run.name=frontier-base >/dev/null
-  $D cache build --split train --clean "${BASE[@]}" --set run.name=frontier-base >/dev/null
-  for s in val test; do $D cache build --split $s --clean "${BASE[@]}" --set run.name=frontier-base >/dev/null; done
+if [[ ! -f runs/frontier-data/cache/test/clean/manifest.json ]]; then
+  $D corpus build "${BASE[@]}" --set run.name=frontier-data >/dev/null
+  $D cache build --split train --clean "${BASE[@]}" --set run.name=frontier-data >/dev/null
+  for s in val test; do $D cache build --split $s --clean "${BASE[@]}" --set run.name=frontier-data >/dev/null; done
 fi
 one() {  # NAME SETS
   local name=$1 sets=$2 run=runs/frontier-$1 probe=runs/frontier-probe-$1
   for d in "$run" "$probe"; do
-    rm -rf "$d" && mkdir -p "$d" && ln -s ../frontier-base/corpus "$d/corpus" && ln -s ../frontier-base/cache "$d/cache"
+    rm -rf "$d" && mkdir -p "$d" && ln -s ../frontier-data/corpus "$d/corpus" && ln -s ../frontier-data/cache "$d/cache"
   done
   # shellcheck disable=SC2086
   $D train --stage clean-inverter "${BASE[@]}" $sets --set run.name=frontier-probe-$name --set stage2.steps=30 \

@@ -87,6 +87,9 @@ std::vector<Step> plan(const Context& ctx) {
     s.push_back(stage("reference clean-inverter", "clean-inverter", "clean-inverter",
                       "cache/train/clean (offline_eval_only; reference.enabled)"));
   s.push_back(stage("stage 3 (joint, PCGrad)", "3", "stage3", "stage1/final/dae, stage2/final/inverter"));
+  if (c.flag("stage3.control"))
+    s.push_back(stage("control: stage 2 for stage 3's steps", "stage2-continued", "stage2-continued",
+                      "stage1/final/dae, stage2/final/inverter (no gradient into the DAE)"));
   if (find_spec({"hypotheses"})) {
     // The three correctors of the paper's corrected rows, each after its hypotheses: daei (stages 1–4),
     // dae-corrected (stages 1 + 2 + 4) and noisy-vec2text (noisy inverter + vanilla corrector, no DAE).

@@ -72,6 +72,21 @@ int train_clean_inverter(Context& ctx, const std::string& stage_dir) {
                             : nullptr);
 }
 
+// The control for stage 3's extra steps (issue 21 item 7): the stage-2 inverter trained on for stage 3's steps, batch
+// and inverter learning rate on DAE₁(y), with no gradient into the DAE, so "joint − dae-only-continued" measures the
+// joint objective and not the extra steps.
+int train_stage2_continued(Context& ctx, const std::string& stage_dir) {
+  const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  InverterBudget budget{"stage3", "stage3.lr_inverter", "stage3.weight_decay",
+                        Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter"};
+  InverterStage s(ctx.config, *ctx.comm, "stage2-continued", stage_dir, denoised_data(train, dae), tok, g_resume,
+                  g_force, budget);
+  if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, denoised_data(val, dae));
+  return s.run();
+}
+
 int train_stage3(Context& ctx, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
@@ -111,6 +126,7 @@ const std::map<std::string, StageEntry>& stages() {
         {"1", {"stage1", train_stage1, "stage1", {}}},
         {"2", {"stage2", train_stage2, "stage2", {"stage1"}}},
         {"3", {"stage3", train_stage3, "stage3", {"stage1", "stage2"}}},
+        {"stage2-continued", {"stage2-continued", train_stage2_continued, "stage3", {"stage1", "stage2"}}},
         {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
         {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
     };
@@ -166,10 +182,11 @@ SubcommandSpec spec() {
   SubcommandSpec s{
     {"train"},
     "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, "
-    "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text); "
+    "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
+    "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps); "
     "--resume continues from the newest checkpoint",
     [](CLI::App& app) {
-      app.add_option("--stage", g_stage, "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector")->required();
+      app.add_option("--stage", g_stage, "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | stage2-continued")->required();
       app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
       app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
     },

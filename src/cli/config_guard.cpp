@@ -17,13 +17,14 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                          "stage4", "dae-corrector", "noisy-corrector"};
-const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3", "stage4",
-                                             "dae-corrector", "noisy-corrector"};
+                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector"};
+const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3",
+                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector"};
 const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy"};
 const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
-                                              "clean-inverter", "stage3", "cache/hyp-train", "cache/hyp-train-dae",
+                                              "clean-inverter", "stage3", "stage2-continued", "cache/hyp-train",
+                                              "cache/hyp-train-dae",
                                               "cache/hyp-train-noisy", "stage4", "dae-corrector", "noisy-corrector"};
 
 struct Rule {
@@ -84,9 +85,15 @@ const std::vector<Rule>& rules() {
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
       {"inverter.", kInverters},
-      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
+      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter", "stage2-continued"}},  // shared budget
       {"reference.", {"clean-inverter"}},
-      {"stage3.", {"stage3"}},
+      {"stage3.control", {}},             // whether the control runs, not what any saved work computed
+      {"stage3.lambda_max", {"stage3"}},
+      {"stage3.lambda_warmup_steps", {"stage3"}},
+      {"stage3.pcgrad", {"stage3"}},
+      {"stage3.lr_dae", {"stage3"}},
+      {"stage3.dae_clip_norm", {"stage3"}},
+      {"stage3.", {"stage3", "stage2-continued"}},  // the control shares stage 3's budget
       {"hypotheses.", kHypotheses},
       {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
       {"train.", kStages},

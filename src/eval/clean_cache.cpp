@@ -1,5 +1,7 @@
 #include "eval/clean_cache.h"
 
+#include "model/embedder.h"
+
 #include <torch/torch.h>
 
 #include "core/config.h"
@@ -31,6 +33,12 @@ CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const 
   out.clean = clean->all_clean();
   out.sigma = noisy->sigma();
   return out;
+}
+
+std::function<at::Tensor(const std::vector<std::string>&, const std::vector<std::string>&)> clean_hypothesis_query(
+    std::shared_ptr<Embedder> clean) {
+  DAEI_CHECK(clean != nullptr, "clean_hypothesis_query: no clean embedder");
+  return [clean](const std::vector<std::string>& texts, const std::vector<std::string>&) { return clean->embed(texts); };
 }
 
 }  // namespace daei

@@ -3,6 +3,7 @@
 // an attack stage can neither include a declaration nor link a definition of the clean reader (threat model,
 // DESIGN.md). A test checks that no library below daei_eval defines it.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 namespace daei {
 
 class Config;
+class Embedder;
 
 class CleanCache {
  public:
@@ -30,6 +32,11 @@ class CleanCache {
   CleanCache() = default;
   std::unique_ptr<NoisyCache> impl_;  // same layout, dataset "clean"
 };
+
+// The black box replaced by the defender's clean embedder: hypothesis queries answered without noise (the
+// daei-clean-hyp reference, outside the threat model). Keys are ignored; nothing is counted differently.
+std::function<at::Tensor(const std::vector<std::string>&, const std::vector<std::string>&)> clean_hypothesis_query(
+    std::shared_ptr<Embedder> clean);
 
 // Clean and noisy rows of a cached split, aligned (the synthetic set when train.synthetic_rows > 0).
 CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split);

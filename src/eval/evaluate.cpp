@@ -200,6 +200,8 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
     // against each other (noisy-vec2text < dae-corrected < daei).
     const std::vector<std::pair<std::string, std::string>> pairs{{"dae-only", "noisy-inverter"},
                                                                  {"joint-no-corrector", "dae-only"},
+                                                                 {"joint-no-corrector", "dae-only-continued"},
+                                                                 {"dae-only-continued", "dae-only"},
                                                                  {"noisy-vec2text", "noisy-inverter"},
                                                                  {"dae-corrected", "dae-only"},
                                                                  {"daei", "joint-no-corrector"},

@@ -60,6 +60,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.noisy_inv = load_inverter_if(run_dir + "/noisy-inverter");
   c.stage2_inv = load_inverter_if(run_dir + "/stage2");
   c.stage3_inv = load_inverter_if(run_dir + "/stage3");
+  c.stage2_continued_inv = load_inverter_if(run_dir + "/stage2-continued");
   double s1 = 0, s3 = 0;
   c.dae1 = load_dae_if(run_dir + "/stage1", &s1);
   c.dae3 = load_dae_if(run_dir + "/stage3", &s3);
@@ -87,34 +88,41 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     const bool per_round = cfg.flag("eval.per_round");
     const std::string round0 = round0_system(chain);
     EvalContext opts = c;  // a copy for the closure (shares the models)
-    c.corrected[chain.system] = [=](const EvalSplit& sp) {
-      const at::Tensor target_in = dae ? denoise(*dae, sp.noisy, sp.sigma) : sp.noisy;
-      auto it = opts.decoded->find(round0 + "/" + sp.name);
-      std::vector<std::string> initial =
-          it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, chain.system + " x̂₀");
-      std::vector<std::string> ids;
-      for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
-      QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
-        return embedder->embed(t, k);
+    auto make = [=](const std::string& system, QueryFn query) {
+      return [=](const EvalSplit& sp) {
+        const at::Tensor target_in = dae ? denoise(*dae, sp.noisy, sp.sigma) : sp.noisy;
+        auto it = opts.decoded->find(round0 + "/" + sp.name);
+        std::vector<std::string> initial =
+            it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, system + " x̂₀");
+        std::vector<std::string> ids;
+        for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
+        const double sigma = sp.sigma;
+        DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
+        CorrectionOptions run_opt = co;
+        if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
+        auto r = run_correction(sp.noisy, initial, ids, query, den, *corrector, *opts.tok, run_opt);
+        const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
+        SystemRun run;
+        run.texts = r.round_best_text.at(t);
+        for (auto q : r.round_queries.at(t)) run.queries.push_back(static_cast<double>(q));
+        run.early_stop_round = t;
+        if (per_round) {
+          run.round_texts = r.round_best_text;
+          for (const auto& qs : r.round_queries) run.round_queries.emplace_back(qs.begin(), qs.end());
+        }
+        LOG_INFO("[eval] {} on {}: {} correction rounds run, answer of round {}, {:.1f} queries per text", system,
+                 sp.name, r.steps, t, metrics_mean(run.queries));
+        return run;
       };
-      const double sigma = sp.sigma;
-      DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
-      CorrectionOptions run_opt = co;
-      if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
-      auto r = run_correction(sp.noisy, initial, ids, query, den, *corrector, *opts.tok, run_opt);
-      const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
-      SystemRun run;
-      run.texts = r.round_best_text.at(t);
-      for (auto q : r.round_queries.at(t)) run.queries.push_back(static_cast<double>(q));
-      run.early_stop_round = t;
-      if (per_round) {
-        run.round_texts = r.round_best_text;
-        for (const auto& qs : r.round_queries) run.round_queries.emplace_back(qs.begin(), qs.end());
-      }
-      LOG_INFO("[eval] {} on {}: {} correction rounds run, answer of round {}, {:.1f} queries per text", chain.system,
-               sp.name, r.steps, t, metrics_mean(run.queries));
-      return run;
     };
+    c.corrected[chain.system] = make(chain.system, [embedder](const std::vector<std::string>& t,
+                                                              const std::vector<std::string>& k) {
+      return embedder->embed(t, k);
+    });
+    // A reference outside the threat model (issue 21 item 5): the daei corrector scoring and correcting with CLEAN
+    // embeddings of its hypotheses, as DAEI's public stage-4 code appears to (no noise level reaches its embedder).
+    if (chain.system == "daei" && cfg.flag("eval.clean_hypotheses_reference"))
+      c.corrected["daei-clean-hyp"] = make("daei-clean-hyp", clean_hypothesis_query(c.clean_embedder));
   }
   return c;
 }
@@ -183,6 +191,11 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                                decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, sp.sigma), "dae-only"));
                  }});
   corrected("dae-corrected");
+  if (ctx.stage2_continued_inv && ctx.dae1)
+    s.push_back({"dae-only-continued", false, [c](const EvalSplit& sp) {
+                   return texts_run(decode_texts(*c, *c->stage2_continued_inv, denoise(*c->dae1, sp.noisy, sp.sigma),
+                                                 "dae-only-continued"));
+                 }});
   if (ctx.stage3_inv && ctx.dae3)
     s.push_back({"joint-no-corrector", false, [c, memo](const EvalSplit& sp) {
                    return memo("joint-no-corrector", sp,
@@ -190,6 +203,8 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                                             "joint-no-corrector"));
                  }});
   corrected("daei");
+  if (auto it = ctx.corrected.find("daei-clean-hyp"); it != ctx.corrected.end())
+    s.push_back({"daei-clean-hyp", true, it->second});  // reference: clean hypothesis embeddings
   return s;
 }
 

@@ -26,6 +26,7 @@ struct EvalContext {
   // Models that exist in the run directory (null otherwise).
   std::shared_ptr<Dae> dae1, dae3;
   std::shared_ptr<InverterImpl> clean_inv, noisy_inv, stage2_inv, stage3_inv;
+  std::shared_ptr<InverterImpl> stage2_continued_inv;  // the control for stage 3's extra steps
   // The corrected systems whose corrector is trained, by row name (daei, dae-corrected, noisy-vec2text).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;
   // Texts already decoded, by "system/split" (a corrected system starts from its round-0 system's).

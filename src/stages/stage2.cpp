@@ -94,21 +94,22 @@ std::vector<std::vector<int64_t>> token_rows(const SpmTokenizer& tok, const std:
 
 InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::string& tag,
                              const std::string& stage_dir, InverterTrainData data, std::shared_ptr<SpmTokenizer> tok,
-                             bool resume, bool force)
+                             bool resume, bool force, const InverterBudget& budget)
     : data_(std::move(data)), tok_(std::move(tok)) {
   DAEI_CHECK(data_.rows > 0 && data_.embeddings && data_.texts, "[{}] no training data", tag);
   // The same initial weights for every inverter of a run (dae-only, noisy, clean): only the inputs differ.
   torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x1A7E27ULL));
-  inverter_ = make_inverter(cfg, data_.dim, tok_->vocab_size());
+  inverter_ = budget.init_dir.empty() ? make_inverter(cfg, data_.dim, tok_->vocab_size())
+                                      : Inverter(InverterImpl::load(budget.init_dir));
   const at::Device device = train_device(cfg, comm.local_rank());
   inverter_->to(device);
   inverter_->train();
   max_len_ = cfg.integer("inverter.max_length_train");
-  auto opt = trainer_options(cfg, "stage2", stage_dir);
+  auto opt = trainer_options(cfg, budget.section, stage_dir);
   opt.tag = tag;
   opt.resume = resume;
   opt.force = force;
-  ParamGroupSpec g{"inverter", inverter_->parameters(), cfg.real("stage2.lr"), cfg.real("stage2.weight_decay"), 0.0};
+  ParamGroupSpec g{"inverter", inverter_->parameters(), cfg.real(budget.lr_key), cfg.real(budget.weight_decay_key), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", inverter_.ptr()}}, std::vector{g});
   trainer_->terms = {"loss", "tokens"};
   trainer_->loss = [this, device](const Batch& b) {

@@ -47,11 +47,21 @@ std::shared_ptr<SpmTokenizer> run_tokenizer(const Config& cfg, Communicator& com
 std::vector<std::vector<int64_t>> token_rows(const SpmTokenizer& tok, const std::vector<std::string>& texts,
                                              int64_t max_len);
 
+// Where an inverter stage takes its budget and its start. The baselines use stage 2's; the extra-steps control
+// (stage2-continued) continues the stage-2 inverter with stage 3's budget and inverter learning rate.
+struct InverterBudget {
+  std::string section = "stage2";            // steps, batch_size, schedule, warmup_steps, clip_norm, eval_every
+  std::string lr_key = "stage2.lr";
+  std::string weight_decay_key = "stage2.weight_decay";
+  std::string init_dir;                      // an inverter folder to start from; "" = fresh (seeded) weights
+};
+
 class InverterStage {
  public:
-  // tag: "stage2" | "noisy-inverter" | "clean-inverter" (log tag and folder name).
+  // tag: "stage2" | "noisy-inverter" | "clean-inverter" | "stage2-continued" (log tag and folder name).
   InverterStage(const Config& cfg, Communicator& comm, const std::string& tag, const std::string& stage_dir,
-                InverterTrainData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force);
+                InverterTrainData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force,
+                const InverterBudget& budget = {});
   ~InverterStage();
   // The held-out CE (metrics.jsonl "eval", every stage2.eval_every steps) on the first train.heldout_rows rows of
   // `val`, inputs prepared as the training inputs are (DAE(y), y or clean). Collective, like run().

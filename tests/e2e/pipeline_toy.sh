@@ -45,7 +45,7 @@ stage3: {steps: 3, batch_size: 16, warmup_steps: 1, lambda_warmup_steps: 1, eval
 stage4: {steps: 3, batch_size: 16, warmup_steps: 1, eval_every: 3}
 hypotheses: {max_rows: 64, batch_size: 32}
 eval: {splits: [test], max_texts: 24, batch_size: 12, bootstrap: 100, sweep: true, sweep_sigmas: [0.02, 0.06],
-       per_round: true}
+       per_round: true, clean_hypotheses_reference: true}
 correct: {max_steps: 2, beam: 2}
 train: {log_every: 1, ckpt_every: 100, progress_every_s: 100.0, heldout_rows: 20}
 YAML
@@ -67,13 +67,14 @@ assert r["embedder"] == "glove-100d" and abs(r["sigma"] - 0.04) < 1e-12, (r["emb
 t = r["splits"]["test"]
 assert t["n"] == 24, t["n"]
 want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
-        "joint-no-corrector", "daei"}
+        "dae-only-continued",
+        "joint-no-corrector", "daei", "daei-clean-hyp"}
 assert set(t["systems"]) == want, sorted(t["systems"])
 for name, s in t["systems"].items():
     for k in ("bleu", "token_f1", "rouge_l", "cos"):
         lo, hi = s[k + "_ci"]
         assert 0 <= lo <= s[k] + 1e-12 and s[k] <= hi + 1e-12 and hi <= 1 + 1e-9, (name, k, lo, s[k], hi)
-    assert s["reference"] == name.startswith("clean-to-"), name
+    assert s["reference"] == (name.startswith("clean-to-") or name == "daei-clean-hyp"), name
 assert t["systems"]["daei"]["queries_per_text"] >= 1, t["systems"]["daei"]
 assert t["systems"]["dae-only"]["queries_per_text"] == 0
 for name in ("noisy-vec2text", "dae-corrected", "daei"):
@@ -94,8 +95,9 @@ PY
 import json, sys
 p = json.load(open(sys.argv[1]))["splits"]["test"]
 r = json.load(open(sys.argv[2]))["splits"]["test"]["systems"]
-assert set(p) == {"noisy-vec2text", "dae-corrected", "daei"}, sorted(p)
-round0 = {"noisy-vec2text": "noisy-inverter", "dae-corrected": "dae-only", "daei": "joint-no-corrector"}
+assert set(p) == {"noisy-vec2text", "dae-corrected", "daei", "daei-clean-hyp"}, sorted(p)
+round0 = {"noisy-vec2text": "noisy-inverter", "dae-corrected": "dae-only", "daei": "joint-no-corrector",
+          "daei-clean-hyp": "joint-no-corrector"}
 for name, block in p.items():
     rounds = block["rounds"]
     assert [x["round"] for x in rounds] == [0, 1, 2], (name, rounds)
@@ -108,9 +110,11 @@ for name, block in p.items():
 print("per-round OK")
 PY
 # Held-out CE beside the training CE in every T5 stage; the correctors were warm-started from their inverters.
-for st in stage2 noisy-inverter clean-inverter stage3 stage4 dae-corrector noisy-corrector; do
+for st in stage2 noisy-inverter clean-inverter stage3 stage2-continued stage4 dae-corrector noisy-corrector; do
   grep -q '"heldout_ce"' "$R/$st/metrics.jsonl" || fail "$st/metrics.jsonl has no held-out CE"
 done
+# The extra-steps control continued the stage-2 inverter for stage 3's steps.
+grep -q '"step": *3' "$R/stage2-continued/metrics.jsonl" || fail "stage2-continued did not run stage 3's 3 steps"
 grep -q "\[stage4\] warm start: .* tensors from .*stage3/final/inverter" "$T/run1.log" || fail "stage 4 not warm-started"
 grep -q "\[noisy-corrector\] warm start: .* tensors from .*noisy-inverter/final/inverter" "$T/run1.log" ||
   fail "the vanilla corrector not warm-started from the noisy inverter"
