@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/fsutil.h"
 #include "eval/reference.h"
+#include "model/embedder.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
@@ -45,7 +46,9 @@ int train_inverter(Context& ctx, const std::string& tag, const std::string& stag
                    const std::function<InverterTrainData()>& val) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, g_resume, g_force);
+  InverterBudget budget;
+  if (ctx.config.flag("inverter.token_init")) budget.token_box = make_run_embedder(ctx.config, ctx.run_dir);
+  InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, g_resume, g_force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
   return s.run();
 }

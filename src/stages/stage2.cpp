@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "dist/communicator.h"
 #include "stages/heldout.h"
+#include "stages/token_init.h"
 #include "stages/stage1.h"
 #include "stages/trainer.h"
 
@@ -101,6 +102,13 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x1A7E27ULL));
   inverter_ = budget.init_dir.empty() ? make_inverter(cfg, data_.dim, tok_->vocab_size())
                                       : Inverter(InverterImpl::load(budget.init_dir));
+  if (budget.init_dir.empty() && budget.token_box) {
+    const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box,
+                                         cfg.integer("inverter.token_init_queries"),
+                                         splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x70CE2ULL));
+    LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
+             r.initialised, r.pieces, r.queries);
+  }
   const at::Device device = train_device(cfg, comm.local_rank());
   inverter_->to(device);
   inverter_->train();

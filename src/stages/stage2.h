@@ -23,6 +23,7 @@ namespace daei {
 class Communicator;
 class Config;
 class Trainer;
+class NoisyEmbedder;
 
 // What an inverter trains on: the embedding it sees and the text it must produce, by training row.
 struct InverterTrainData {
@@ -54,6 +55,8 @@ struct InverterBudget {
   std::string lr_key = "stage2.lr";
   std::string weight_decay_key = "stage2.weight_decay";
   std::string init_dir;                      // an inverter folder to start from; "" = fresh (seeded) weights
+  // A fresh inverter's token embeddings from queries of the black box (inverter.token_init; stages/token_init.h).
+  std::shared_ptr<const NoisyEmbedder> token_box;
 };
 
 class InverterStage {

@@ -26,6 +26,7 @@
 #include "model/inverter.h"
 #include "model/tokenizer_spm.h"
 #include "stages/hypotheses.h"
+#include "stages/token_init.h"
 
 using namespace daei;
 namespace fs = std::filesystem;
@@ -299,6 +300,50 @@ TEST(Corrector, WarmStartCopiesTheInvertersTensors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("DenseReluDense"), std::string::npos) << e.what();
   }
+}
+
+// Token embeddings from black-box queries (inverter.token_init): Q has orthonormal columns, so the rows keep the
+// geometry of the queried vectors (cosines equal), have norm sqrt(d_model), are the same in every call, and a
+// piece the embedder maps to zero (special pieces decode to "") keeps its random row.
+TEST(TokenInit, RowsKeepTheQueriedGeometry) {
+  auto box = noisy_embedder(0.01, 5);
+  auto make = [] {
+    torch::manual_seed(4);
+    return T5Model(tiny_t5());
+  };
+  T5Model a = make(), b = make();
+  const at::Tensor before = a->shared->weight.clone();
+  const auto r = init_token_embeddings(*a, tokenizer(), *box, 3, 99);
+  init_token_embeddings(*b, tokenizer(), *box, 3, 99);
+  EXPECT_TRUE(torch::equal(a->shared->weight, b->shared->weight));  // deterministic: every inverter starts equal
+  EXPECT_EQ(r.pieces, tokenizer().vocab_size());
+  EXPECT_EQ(r.queries, 3 * r.pieces);
+  EXPECT_GT(r.initialised, r.pieces / 2);
+  EXPECT_LT(r.initialised, r.pieces);  // pad / eos / unk decode to "": no word, random rows kept
+  std::vector<int64_t> done;
+  for (int64_t id = 0; id < r.pieces; ++id) {
+    const bool changed = !torch::equal(a->shared->weight[id], before[id]);
+    if (tokenizer().decode({id}).empty()) EXPECT_FALSE(changed) << id;
+    if (changed) done.push_back(id);
+  }
+  ASSERT_GE(done.size(), 3u);
+  // The rows' cosines are those of the mean query vectors (same keys, so the same noise).
+  for (size_t i = 0; i + 1 < 4 && i + 1 < done.size(); ++i) {
+    const int64_t p = done[i], q = done[i + 1];
+    std::vector<std::string> tp, tq, kp, kq;
+    for (int j = 0; j < 3; ++j) {
+      tp.push_back(tokenizer().decode({p}));
+      tq.push_back(tokenizer().decode({q}));
+      kp.push_back("vocab/" + std::to_string(p) + "/q" + std::to_string(j));
+      kq.push_back("vocab/" + std::to_string(q) + "/q" + std::to_string(j));
+    }
+    auto vp = box->embed(tp, kp).mean(0), vq = box->embed(tq, kq).mean(0);
+    const double want = torch::cosine_similarity(vp, vq, 0).item<double>();
+    const double got = torch::cosine_similarity(a->shared->weight[p], a->shared->weight[q], 0).item<double>();
+    EXPECT_NEAR(got, want, 1e-4) << p << " " << q;
+    EXPECT_NEAR(a->shared->weight[p].norm().item<double>(), std::sqrt(32.0), 1e-3);
+  }
+  EXPECT_THROW(init_token_embeddings(*a, tokenizer(), *box, 0, 99), Error);
 }
 
 // ----------------------------------------------------------------------------------------------------------------
