@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN=$1; shift
 D=build/daei
-BASE=(--config configs/quickstart.yaml --set reference.enabled=true --set eval.sweep=false --set eval.splits=[test]
+BASE=(--config configs/quickstart.yaml --set reference.enabled=true --set eval.sweep=false --set 'eval.splits=[test]'
       --set eval.max_texts=500 --set train.plot=false --set stage2.eval_every=0)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 if [[ ! -f runs/frontier-data/cache/test/clean/manifest.json ]]; then
@@ -20,6 +20,7 @@ if [[ ! -f runs/frontier-data/cache/test/clean/manifest.json ]]; then
   for s in val test; do $D cache build --split $s --clean "${BASE[@]}" --set run.name=frontier-data >/dev/null; done
 fi
 one() {  # NAME SETS
+  [[ $1 != data && $1 != probe-* ]] || { echo "a setting may not be named $1" >&2; return 1; }
   local name=$1 sets=$2 run=runs/frontier-$1 probe=runs/frontier-probe-$1
   for d in "$run" "$probe"; do
     rm -rf "$d" && mkdir -p "$d" && ln -s ../frontier-data/corpus "$d/corpus" && ln -s ../frontier-data/cache "$d/cache"
@@ -28,6 +29,7 @@ one() {  # NAME SETS
   $D train --stage clean-inverter "${BASE[@]}" $sets --set run.name=frontier-probe-$name --set stage2.steps=30 \
     --set stage2.warmup_steps=1 >"$probe.log" 2>&1
   local rate steps
+  # The probe's first logged step includes start-up: it is left out of the rate.
   rate=$(python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if '\"examples_per_s\"' in l]; \
 print(sum(x['examples_per_s'] for x in r[1:]) / max(1, len(r) - 1))" "$probe/clean-inverter/metrics.jsonl")
   local batch
@@ -40,7 +42,7 @@ print(sum(x['examples_per_s'] for x in r[1:]) / max(1, len(r) - 1))" "$probe/cle
     >"$run.train.log" 2>&1
   local train_s=$((SECONDS - t0))
   # shellcheck disable=SC2086
-  $D eval "${BASE[@]}" $sets --set run.name=frontier-$name >"$run.eval.log" 2>&1
+  $D eval "${BASE[@]}" $sets --set run.name=frontier-$name --set stage2.steps=$steps >"$run.eval.log" 2>&1
   python3 - "$run/eval/results.json" "$name" "$steps" "$train_s" "$rate" "$sets" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["splits"]["test"]["systems"]["clean-to-clean"]

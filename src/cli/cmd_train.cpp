@@ -82,8 +82,11 @@ int train_stage2_continued(Context& ctx, const std::string& stage_dir) {
   const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  InverterBudget budget{"stage3", "stage3.lr_inverter", "stage3.weight_decay",
-                        Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter"};
+  InverterBudget budget;
+  budget.section = "stage3";
+  budget.lr_key = "stage3.lr_inverter";
+  budget.weight_decay_key = "stage3.weight_decay";
+  budget.init_dir = Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter";
   InverterStage s(ctx.config, *ctx.comm, "stage2-continued", stage_dir, denoised_data(train, dae), tok, g_resume,
                   g_force, budget);
   if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, denoised_data(val, dae));

@@ -85,7 +85,7 @@ const std::vector<Rule>& rules() {
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
       {"inverter.", kInverters},
-      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter", "stage2-continued"}},  // shared budget
+      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
       {"reference.", {"clean-inverter"}},
       {"stage3.control", {}},             // whether the control runs, not what any saved work computed
       {"stage3.lambda_max", {"stage3"}},

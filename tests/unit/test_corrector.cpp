@@ -323,7 +323,9 @@ TEST(TokenInit, RowsKeepTheQueriedGeometry) {
   std::vector<int64_t> done;
   for (int64_t id = 0; id < r.pieces; ++id) {
     const bool changed = !torch::equal(a->shared->weight[id], before[id]);
-    if (tokenizer().decode({id}).empty()) EXPECT_FALSE(changed) << id;
+    if (tokenizer().decode({id}).empty()) {
+      EXPECT_FALSE(changed) << id;
+    }
     if (changed) done.push_back(id);
   }
   ASSERT_GE(done.size(), 3u);
