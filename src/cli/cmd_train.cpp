@@ -47,7 +47,9 @@ int train_inverter(Context& ctx, const std::string& tag, const std::string& stag
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   InverterBudget budget;
-  if (ctx.config.flag("inverter.token_init")) budget.token_box = make_run_embedder(ctx.config, ctx.run_dir);
+  // Not over a pretrained T5 (inverter.t5_dir): its token embeddings are kept.
+  if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty())
+    budget.token_box = make_run_embedder(ctx.config, ctx.run_dir);
   InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, g_resume, g_force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
   return s.run();
