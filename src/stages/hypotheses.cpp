@@ -39,12 +39,26 @@ HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, co
   o.max_length = cfg.integer("inverter.max_length_eval");
   o.max_rows = source_split == "train" ? cfg.integer("hypotheses.max_rows") : cfg.integer("train.heldout_rows");
   o.batch_size = cfg.integer("hypotheses.batch_size");
+  o.queries_per_text = cfg.integer("hypotheses.queries_per_text");
   o.dtype = cfg.str("cache.dtype");
   return o;
 }
 
 std::string hypothesis_query_key(int64_t round, int64_t id, const std::string& text) {
   return "hyp/r" + std::to_string(round) + "/" + std::to_string(id) + "/" + text;
+}
+
+at::Tensor embed_averaged(const NoisyEmbedder& emb, const std::vector<std::string>& texts,
+                          const std::vector<std::string>& keys, int64_t k) {
+  DAEI_CHECK(k >= 1, "hypotheses.queries_per_text must be >= 1, got {}", k);
+  if (k == 1) return emb.embed(texts, keys);
+  std::vector<std::string> t, q;
+  for (size_t i = 0; i < texts.size(); ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      t.push_back(texts[i]);
+      q.push_back(j == 0 ? keys[i] : keys[i] + "/q" + std::to_string(j));
+    }
+  return emb.embed(t, q).view({static_cast<int64_t>(texts.size()), k, -1}).mean(1);
 }
 
 namespace {
@@ -68,6 +82,7 @@ std::string source_digest(const HypothesisCacheOptions& opt, const torch::nn::Mo
   h.update(std::string("daei.hyp-train.v1\n"));
   h.update(read_file(opt.train_cache_dir + "/manifest.json"));
   h.update(fmt::format("\nsigma={:.17g} round={} max_length={}\n", opt.dae_sigma, opt.round, opt.max_length));
+  if (opt.queries_per_text != 1) h.update(fmt::format("queries_per_text={}\n", opt.queries_per_text));
   hash_module(h, inverter);
   if (dae)
     hash_module(h, *dae);
@@ -224,7 +239,7 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
       }
       std::vector<std::string> keys;
       for (int64_t i = b; i < e; ++i) keys.push_back(hypothesis_query_key(opt.round, ids[i], bt[i - b]));
-      at::Tensor q = emb.embed(bt, keys);
+      at::Tensor q = embed_averaged(emb, bt, keys, opt.queries_per_text);
       DAEI_CHECK(q.dim() == 2 && q.size(0) == e - b && q.size(1) == plan.dim,
                  "the embedder returned ({}) for {} texts, expected {}-d rows",
                  fmt::format("{}", fmt::join(q.sizes(), ", ")), e - b, plan.dim);

@@ -785,6 +785,28 @@ TEST(Hypotheses, LengthFromConfigAndNoDae) {
   o.max_length = 8;  // resumed at another length: refused, not mixed in
   EXPECT_THROW(f.build(o), Error);
 
+  // k queries a hypothesis: the stored vector is the mean of k keyed answers; another k is refused on resume.
+  auto ok = f.opts("hyp-k");
+  ok.queries_per_text = 3;
+  f.build(ok);
+  {
+    auto h = NoisyCache::open(ok.cache_dir);
+    auto texts = h->texts(all);
+    auto ids = h->ids(all);
+    std::vector<std::string> keys;
+    for (int64_t i = 0; i < HypFixture::kRows; ++i) keys.push_back(hypothesis_query_key(0, ids[i], texts[i]));
+    std::vector<at::Tensor> draws;
+    for (int j = 0; j < 3; ++j) {
+      std::vector<std::string> kj;
+      for (const auto& k : keys) kj.push_back(j == 0 ? k : k + "/q" + std::to_string(j));
+      draws.push_back(f.emb->embed(texts, kj));
+    }
+    EXPECT_TRUE(torch::allclose(h->all_noisy(), torch::stack(draws).mean(0), 1e-5, 1e-6));
+    EXPECT_FALSE(torch::allclose(h->all_noisy(), draws[0], 1e-5, 1e-6));
+  }
+  ok.queries_per_text = 1;
+  EXPECT_THROW(f.build(ok), Error);
+
   // No DAE (noisy-vec2text): the inverter decodes y itself.
   auto on = f.opts("hyp-noisy");
   on.dae_sigma = 0;
