@@ -37,6 +37,7 @@ namespace daei {
 
 class Communicator;
 class Config;
+class DirLock;
 class GradReducer;
 
 struct ParamGroupSpec {
@@ -141,6 +142,9 @@ class Trainer {
   static std::string final_dir(const std::string& stage_dir) { return stage_dir + "/final"; }
   // final/ complete and verified (a truncated final is not "complete").
   static bool final_ready(const std::string& stage_dir);
+  // A fresh run (not resume) over an earlier run's checkpoints or final: without force an Error saying so; with
+  // force the entries to archive (sorted). Only reads, so a command can check before it writes anything.
+  static std::vector<std::string> check_earlier_run(const std::string& stage_dir, bool resume, bool force);
 
  private:
   void train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm, bool& nonfinite);
@@ -163,7 +167,7 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
   std::map<std::string, double> phase_s_;
-  int lock_fd_ = -1;
+  std::unique_ptr<DirLock> lock_;  // rank 0: the stage folder's lock
 };
 
 }  // namespace daei
