@@ -580,21 +580,40 @@ void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
   comm_.barrier();
   if (comm_.is_root()) {
     write_done(dir);
-    prune_checkpoints();
+    prune_checkpoints(name);
   }
   comm_.barrier();
   LOG_INFO("[{}] checkpoint {} (step {})", opt_.tag, dir, step_);
 }
 
-void Trainer::prune_checkpoints() {
+void Trainer::prune_checkpoints(const std::string& just_written) {
+  // keep_last counts verified checkpoints only: a damaged one (skipped by a fall-back on resume) is removed and
+  // never counted, so it cannot push an intact one out. Each is verified (SHA-256 of every file) once per process;
+  // the one just written is verified by construction (its DONE was computed from its files a moment ago).
+  verified_.insert(just_written);
   std::vector<std::string> done;
   for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
     const std::string n = e.path().filename().string();
     if (is_checkpoint_name(n) && is_complete(e.path().string())) done.push_back(n);
   }
   std::sort(done.begin(), done.end());
-  for (size_t i = 0; opt_.keep_last > 0 && i + opt_.keep_last < done.size(); ++i)
-    fs::remove_all(opt_.stage_dir + "/" + done[i]);
+  std::vector<std::string> good;
+  for (const auto& n : done) {
+    if (!verified_.count(n)) {
+      const std::string why = verify(opt_.stage_dir + "/" + n);
+      if (!why.empty()) {
+        LOG_WARN("[{}] removing damaged checkpoint {}/{} ({})", opt_.tag, opt_.stage_dir, n, why);
+        fs::remove_all(opt_.stage_dir + "/" + n);
+        continue;
+      }
+      verified_.insert(n);
+    }
+    good.push_back(n);
+  }
+  for (size_t i = 0; opt_.keep_last > 0 && i + opt_.keep_last < good.size(); ++i) {
+    fs::remove_all(opt_.stage_dir + "/" + good[i]);
+    verified_.erase(good[i]);
+  }
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {

@@ -14,8 +14,8 @@
 // per gradient set), the control word (stop / save / skip a non-finite step, all decided on reduced values),
 // schedules, per-group and global clipping, AdamW, metrics.jsonl and curves.png, rank-0 progress, checkpoints
 // (stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name + rename, SHA-256 of every file
-// in DONE, keep last K), resume from the newest checkpoint that verifies (any world size), an exclusive lock on the
-// stage folder, SIGUSR1/SIGTERM → checkpoint → exit 75, stageK/final/.
+// in DONE, keep the last K that verify, a damaged one removed), resume from the newest checkpoint that verifies
+// (any world size), an exclusive lock on the stage folder, SIGUSR1/SIGTERM → checkpoint → exit 75, stageK/final/.
 // Randomness: before each micro-step the default generator is re-seeded from (seed, step, rank, micro-step), so
 // dropout never depends on history and resume is exact on any number of ranks.
 #pragma once
@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 #include <torch/types.h>
@@ -151,7 +152,7 @@ class Trainer {
   void save_checkpoint(const std::string& name, bool with_optimizer);
   void write_done(const std::string& dir);
   void load_checkpoint(const std::string& dir);
-  void prune_checkpoints();
+  void prune_checkpoints(const std::string& just_written);
   void prepare_stage_dir();
   void log_metrics(const std::map<std::string, double>& terms, double grad_norm, double ex_per_s);
   std::vector<int64_t> local_rows(int64_t step) const;  // this rank's rows of a global step (all micro-steps)
@@ -167,6 +168,7 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
   std::map<std::string, double> phase_s_;
+  std::set<std::string> verified_;  // rank 0: checkpoint names whose files matched their DONE (prune_checkpoints)
   std::unique_ptr<DirLock> lock_;  // rank 0: the stage folder's lock
 };
 
