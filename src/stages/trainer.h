@@ -15,7 +15,10 @@
 // schedules, per-group and global clipping, AdamW, metrics.jsonl and curves.png, rank-0 progress, checkpoints
 // (stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name + rename, SHA-256 of every file
 // in DONE, keep the last K that verify, a damaged one removed), resume from the newest checkpoint that verifies
-// (any world size), an exclusive lock on the stage folder, SIGUSR1/SIGTERM → checkpoint → exit 75, stageK/final/.
+// (any world size), an exclusive lock on the stage folder, stageK/final/, and SIGUSR1/SIGTERM to a rank →
+// checkpoint → that rank exits 75. Under mpirun the job's exit code is mpirun's: USR1 to mpirun is forwarded and
+// gives 75; TERM to mpirun makes Open MPI abort the job with its own non-zero status, never 75 (launch/mpirun.sh
+// turns TERM into USR1; README "Stopping and requeueing").
 // Randomness: before each micro-step the default generator is re-seeded from (seed, step, rank, micro-step), so
 // dropout never depends on history and resume is exact on any number of ranks.
 #pragma once
