@@ -59,7 +59,7 @@ std::string plot_curves(const std::string& stage_dir) {
     std::string title = names[i];
     for (auto& c : title)
       if (c == '_') c = ' ';
-    g << "set title '" << title << "'\nplot '" << tmp << "/" << i << ".dat' using 1:2 with lines lw 2\n";
+    g << "set title '" << title << "' noenhanced\nplot '" << tmp << "/" << i << ".dat' using 1:2 with lines lw 2\n";
   }
   g << "unset multiplot\n";
   g.close();
