@@ -22,6 +22,9 @@ struct Context {
   ProcessInfo proc;
   std::string run_dir;  // run.root/run.name
   std::string command_line;  // argv joined (recorded in results)
+  // Writes the run's config.yaml (rank 0; once: later calls do nothing). main calls it before `run`, unless the
+  // command saves it itself (SubcommandSpec::commits_config) once it holds its folder's lock.
+  std::function<void()> commit_config = [] {};
 };
 
 struct SubcommandSpec {
@@ -37,6 +40,9 @@ struct SubcommandSpec {
   // config is loaded and validated and before anything is written: a UsageError here leaves the run directory
   // untouched. (A UsageError thrown later by `run` restores config.yaml as it was.)
   std::function<void(Context&)> validate = nullptr;
+  // The command locks the folder it writes and checks it before config.yaml is saved: it calls ctx.commit_config()
+  // then, so a command refused by the lock (another process at work) or by that check leaves config.yaml as it was.
+  bool commits_config = false;
 };
 
 int register_subcommand(SubcommandSpec spec);

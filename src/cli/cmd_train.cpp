@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli/app.h"
+#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/fsutil.h"
@@ -29,7 +30,7 @@ int train_stage1(Context& ctx, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   std::shared_ptr<const NoisyDataset> val;
   if (ctx.config.integer("stage1.eval_every") > 0) val = open_noisy_split(ctx.config, ctx.run_dir, "val");
-  Stage1 s(ctx.config, *ctx.comm, stage_dir, train, val, g_resume);
+  Stage1 s(ctx.config, *ctx.comm, stage_dir, train, val, g_resume, g_force);
   return s.run();
 }
 
@@ -174,11 +175,34 @@ void validate(Context& ctx) {
   if (g_stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
 }
 
+// Rank 0 locks the stage folder and, for a run that will train, refuses to mix with an earlier run's checkpoints
+// (without --resume or --force); every rank gets the verdict. Done before config.yaml is written.
+DirLock lock_stage(Context& ctx, const std::string& stage_dir, bool will_train) {
+  DirLock lock;
+  std::string verdict;
+  if (ctx.comm->is_root()) {
+    try {
+      lock = DirLock(stage_dir);
+      if (will_train) Trainer::check_earlier_run(stage_dir, g_resume, g_force);
+    } catch (const std::exception& e) {
+      verdict = e.what();
+      if (verdict.empty()) verdict = "error";
+    }
+  }
+  verdict = ctx.comm->broadcast(verdict, 0);
+  if (!verdict.empty()) throw Error(verdict);
+  return lock;
+}
+
 int run(Context& ctx) {
   auto it = stages().find(g_stage);
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   const std::string stage_dir = ctx.run_dir + "/" + it->second.folder;
-  if (Trainer::final_ready(stage_dir) && !g_force) {
+  const bool complete = Trainer::final_ready(stage_dir) && !g_force;
+  // Held until the stage ends (its Trainer shares it): a second trainer is refused before it writes anything.
+  DirLock lock = lock_stage(ctx, stage_dir, !complete);
+  ctx.commit_config();
+  if (complete) {
     LOG_INFO("[{}] {} is complete; nothing to do (--force trains again, archiving it)", it->second.folder,
              Trainer::final_dir(stage_dir));
     return kExitOk;
@@ -200,6 +224,7 @@ SubcommandSpec spec() {
     },
     run};
   s.validate = validate;
+  s.commits_config = true;
   return s;
 }
 

@@ -103,9 +103,14 @@ const std::vector<Rule>& rules() {
 
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
+// A folder holding any file but a lock file (a cache split's .lock is left by a build refused before it wrote).
 bool non_empty_dir(const fs::path& p) {
   std::error_code ec;
-  return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) != fs::directory_iterator();
+  if (!fs::is_directory(p, ec)) return false;
+  for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (!it->is_directory(ec) && it->path().filename() != ".lock") return true;
+  return false;
 }
 
 }  // namespace

@@ -152,16 +152,23 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   if (!changes.accepted.empty())
     LOG_WARN("[main] config differs from {}/config.yaml in keys that change no saved work (accepted): {}",
              ctx.run_dir, fmt::join(changes.accepted, ", "));
+  // config.yaml is written only after validation, and by a command that locks its folder only once it holds the
+  // lock (commits_config): a refused command leaves the run's config.yaml as it was.
   SavedConfig saved;
+  bool committed = false;
   const bool saves = spec.uses_run_dir && ctx.proc.rank == 0;
-  if (saves) {
-    saved = save_config(ctx.run_dir, ctx.config, !changes.accepted.empty() || !changes.refused.empty());
+  const bool changed = !changes.accepted.empty() || !changes.refused.empty();
+  ctx.commit_config = [&] {
+    if (!saves || committed) return;
+    committed = true;
+    saved = save_config(ctx.run_dir, ctx.config, changed);
     if (!saved.history_file.empty()) LOG_INFO("[main] the previous config is kept as {}", saved.history_file);
-  }
+  };
+  if (!spec.commits_config) ctx.commit_config();
   try {
     return spec.run(ctx);
   } catch (const UsageError&) {
-    if (saves) restore_config(ctx.run_dir, saved);  // refused: the run directory keeps the config it had
+    if (committed) restore_config(ctx.run_dir, saved);  // refused: the run directory keeps the config it had
     throw;
   }
 }

@@ -46,7 +46,10 @@ void check_eq(const std::string& path, const char* what, const std::string& got,
 }
 
 // The serial HDF5 library is not thread-safe: every HDF5 call of the reader (any cache, any thread) holds this.
+// HDF5's automatic error printing is per thread, so it is turned off here, in whichever thread is about to call
+// HDF5 (the read-ahead worker as well as the caller), or a failed read prints its whole error stack.
 std::recursive_mutex& hdf5_mutex() {
+  quiet_hdf5();
   // recursive: a failed open() unwinds (and closes its shards under this lock) while it still holds it
   static std::recursive_mutex m;
   return m;

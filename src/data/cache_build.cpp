@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "core/config.h"
+#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -258,10 +259,14 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
     }
     return shard_matches(p, w);  // intact but from another build: refuse (nothing overwritten)
   };
-  // Rank 0 checks and plans; every rank gets the plan (or the error) by broadcast.
+  // Rank 0 locks the split folder (as the training stages lock theirs: a second build of the split is refused,
+  // naming its host and PID, before it removes anything), checks and plans; every rank gets the plan (or the error)
+  // by broadcast.
   Plan plan;
+  DirLock lock;
   if (rank == 0) {
     try {
+      lock = DirLock(opt.cache_dir);
       DAEI_CHECK(!opt.clean || opt.split != "train" || opt.clean_train_reference,
                  "clean embeddings of the training split are outside the threat model (the attack sees only noisy "
                  "embeddings); they are built only for the clean-to-clean reference: set "

@@ -213,9 +213,10 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
     }
   }
   auto failed = [&](const std::string& what) {
+    const int err = errno;  // before the removal below, which may set it
     std::error_code ec;
     fs::remove(tmp, ec);
-    const bool enospc = errno == ENOSPC || what.find("No space left") != std::string::npos;
+    const bool enospc = err == ENOSPC || what.find("No space left") != std::string::npos;
     if (enospc) DAEI_FAIL("{}: no space left on device (writing {})", path, tmp);
     DAEI_FAIL("{}: cannot write shard: {}", path, what);
   };
@@ -254,8 +255,9 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();  // the rename's error (the removal below resets ec)
     fs::remove(tmp, ec);
-    DAEI_FAIL("{}: cannot rename the written shard into place: {}", path, ec.message());
+    DAEI_FAIL("{}: cannot rename the written shard into place: {}", path, why);
   }
   return digest;
 }

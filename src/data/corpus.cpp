@@ -573,7 +573,12 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
     if (synth_to > 0 && total < synth_to)
       LOG_WARN("[corpus] synthesize_to {}: only {} distinct texts (too many duplicates among the recombinations)",
                synth_to, total);
-    if (test.rows() < n_test || val.rows() < n_val || train.rows() == 0)
+    // Nothing to train on: every later step would fail, so the build fails here and writes nothing.
+    DAEI_CHECK(train.rows() > 0,
+               "corpus: the train split is empty: only {} usable distinct texts, taken by test ({} of corpus.test_size "
+               "{}) and val ({} of corpus.val_size {}); add text or lower those sizes (nothing was written)",
+               total, test.rows(), n_test, val.rows(), n_val);
+    if (test.rows() < n_test || val.rows() < n_val)
       LOG_WARN("[corpus] only {} usable texts: test {}, val {}, train {}", total, test.rows(), val.rows(),
                train.rows());
     st.split_rows["test"] = test.rows();

@@ -63,7 +63,7 @@ void plot(const std::string& out_dir, const json& per_round) {
   fs::create_directories(tmp);
   std::ofstream g(tmp + "/plot.gp");
   g << "set terminal png size 1260,560\nset output '" << tmp << "/per_round.png'\nset multiplot layout 1,3\n"
-    << "set grid\nset key below\nset xlabel 'correction round'\n";
+    << "set termoption noenhanced\nset grid\nset key below\nset xlabel 'correction round'\n";
   std::vector<std::string> files, titles;
   for (const auto& [split, systems] : per_round["splits"].items())
     for (const auto& [system, block] : systems.items()) {

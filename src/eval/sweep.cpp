@@ -34,6 +34,20 @@ std::pair<double, double> recall_at(const at::Tensor& noisy, const at::Tensor& c
 }
 }  // namespace
 
+// Every title and legend entry is drawn as written (noenhanced): in gnuplot's enhanced text '@' makes a phantom box
+// ("recall@10" read "recall0"), '_' and '^' sub- and superscripts.
+std::string sigma_sweep_gnuplot(const std::string& data_path, const std::string& png) {
+  const std::string lp = " with linespoints lw 2 title ";
+  return fmt::format(
+      "set terminal png size 900,420\nset output '{png}'\nset multiplot layout 1,2\nset grid\n"
+      "set xlabel 'sigma' noenhanced\nset key bottom left\nset title 'leakage (attack)' noenhanced\n"
+      "plot '{dat}' using 1:5{lp}'BLEU' noenhanced, '' using 1:6{lp}'token F1' noenhanced\n"
+      "set title 'utility (defender)' noenhanced\n"
+      "plot '{dat}' using 1:2{lp}'cos(noisy, clean)' noenhanced, '' using 1:3{lp}'recall@1' noenhanced, "
+      "'' using 1:4{lp}'recall@10' noenhanced\nunset multiplot\n",
+      fmt::arg("png", png), fmt::arg("dat", data_path), fmt::arg("lp", lp));
+}
+
 void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::string& run_dir,
                      const std::vector<double>& sigmas, const std::string& command_line) {
   DAEI_CHECK(!sigmas.empty(), "eval --sigma: no σ given");
@@ -97,12 +111,7 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
   const std::string gp = run_dir + "/eval/sigma_sweep.gp", png = run_dir + "/eval/sigma_sweep.png";
   {
     std::ofstream g(gp);
-    g << "set terminal png size 900,420\nset output '" << png << "'\nset multiplot layout 1,2\nset grid\n"
-      << "set xlabel 'sigma'\nset key bottom left\nset title 'leakage (attack)'\nplot '" << data_path
-      << "' using 1:5 with linespoints lw 2 title 'BLEU', '' using 1:6 with linespoints lw 2 title 'token F1'\n"
-      << "set title 'utility (defender)'\nplot '" << data_path
-      << "' using 1:2 with linespoints lw 2 title 'cos(noisy, clean)', '' using 1:3 with linespoints lw 2 title "
-         "'recall@1', '' using 1:4 with linespoints lw 2 title 'recall@10'\nunset multiplot\n";
+    g << sigma_sweep_gnuplot(data_path, png);
   }
   if (std::system(("gnuplot '" + gp + "' >/dev/null 2>&1").c_str()) != 0)
     LOG_WARN("[sweep] gnuplot failed or missing: {} not drawn (the numbers are in sigma_sweep.json)", png);

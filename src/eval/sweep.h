@@ -13,4 +13,6 @@ struct EvalContext;
 
 void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::string& run_dir,
                      const std::vector<double>& sigmas, const std::string& command_line);
+// The gnuplot script of sigma_sweep.png for a data file of rows "sigma cos recall1 recall10 bleu f1".
+std::string sigma_sweep_gnuplot(const std::string& data_path, const std::string& png);
 }  // namespace daei

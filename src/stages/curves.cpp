@@ -66,12 +66,12 @@ std::string plot_curves(const std::string& stage_dir) {
     for (auto& c : title)
       if (c == '_') c = ' ';
     if (overlay && names[i] == train_ce) {
-      g << "set title '" << train_ce << " (train) and held-out CE'\nset key on\nplot '" << tmp << "/" << i
-        << ".dat' using 1:2 with lines lw 2 title 'train', '" << tmp << "/" << n
+      g << "set title '" << train_ce << " (train) and held-out CE' noenhanced\nset key on\nplot '" << tmp
+        << "/" << i << ".dat' using 1:2 with lines lw 2 title 'train', '" << tmp << "/" << n
         << ".dat' using 1:2 with linespoints lw 2 title 'held-out'\nset key off\n";
       continue;
     }
-    g << "set title '" << title << "'\nplot '" << tmp << "/" << i << ".dat' using 1:2 with lines lw 2\n";
+    g << "set title '" << title << "' noenhanced\nplot '" << tmp << "/" << i << ".dat' using 1:2 with lines lw 2\n";
   }
   g << "unset multiplot\n";
   g.close();

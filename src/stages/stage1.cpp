@@ -118,7 +118,7 @@ SureStep sure_step(Dae& dae, const NoisyDataset& data, const Batch& b, uint64_t 
 }
 
 Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_dir,
-               std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> val, bool resume)
+               std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> val, bool resume, bool force)
     : comm_(comm), stage_dir_(stage_dir), train_(std::move(train)), val_(std::move(val)) {
   seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));
   torch::manual_seed(seed_);  // identical initial weights on every rank (rank 0's are broadcast anyway)
@@ -143,6 +143,7 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
 
   auto opt = trainer_options(cfg, "stage1", stage_dir);
   opt.resume = resume;
+  opt.force = force;
   ParamGroupSpec g{"dae", dae_->parameters(), cfg.real("stage1.lr"), cfg.real("stage1.weight_decay"), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", dae_.ptr()}}, std::vector{g});
 

@@ -44,9 +44,9 @@ std::vector<at::Tensor> dae_dropout_masks(Dae& dae, const Batch& b, uint64_t see
 
 class Stage1 {
  public:
-  // val may be null (no periodic evaluation).
+  // val may be null (no periodic evaluation). force: a fresh run over an earlier run's checkpoints archives them.
   Stage1(const Config& cfg, Communicator& comm, const std::string& stage_dir, std::shared_ptr<const NoisyDataset> train,
-         std::shared_ptr<const NoisyDataset> val, bool resume);
+         std::shared_ptr<const NoisyDataset> val, bool resume, bool force = false);
   ~Stage1();
   int run();  // kExitOk or kExitStopped
   Dae& dae() { return dae_; }

@@ -3,9 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -92,8 +91,6 @@ std::vector<std::string> files_under(const std::string& dir) {
 }
 
 bool is_checkpoint_name(const std::string& n) { return n.size() == 13 && n.rfind("ckpt-", 0) == 0; }
-
-bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
@@ -174,9 +171,7 @@ Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleL
   }
 }
 
-Trainer::~Trainer() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
+Trainer::~Trainer() = default;
 torch::optim::AdamW& Trainer::optimizer() { return *optim_; }
 
 double Trainer::lr_factor(int64_t step) const {
@@ -315,32 +310,28 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   nonfinite = !std::isfinite(grad_norm);
 }
 
+std::vector<std::string> Trainer::check_earlier_run(const std::string& stage_dir, bool resume, bool force) {
+  std::vector<std::string> old;
+  if (resume || !fs::is_directory(stage_dir)) return old;
+  for (const auto& e : fs::directory_iterator(stage_dir)) {
+    const std::string n = e.path().filename().string();
+    if (is_checkpoint_name(n) || n == "final") old.push_back(n);
+  }
+  std::sort(old.begin(), old.end());
+  DAEI_CHECK(old.empty() || force,
+             "{} holds checkpoints of an earlier run ({}); run with --resume to continue it, or --force to "
+             "archive them and start again",
+             stage_dir, fmt::format("{}", fmt::join(old, ", ")));
+  return old;
+}
+
 void Trainer::prepare_stage_dir() {
   // Rank 0 locks the folder, removes temporaries of dead processes and refuses to mix runs; the verdict is
   // broadcast so every rank fails (or goes on) together.
   std::string verdict;
   if (comm_.is_root()) {
     try {
-      make_dirs(opt_.stage_dir);
-      const std::string lock = opt_.stage_dir + "/.lock";
-      lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      DAEI_CHECK(lock_fd_ >= 0, "{}: cannot open: {}", lock, std::strerror(errno));
-      if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-        const int err = errno;
-        std::string holder = read_file(lock);
-        while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-        DAEI_CHECK(err != EWOULDBLOCK, "{} is in use by another daei process ({}); wait for it or stop it",
-                   opt_.stage_dir, holder.empty() ? "unknown holder" : holder);
-        DAEI_CHECK(false, "{}: cannot take an exclusive lock ({}); this file system does not support flock — put "
-                          "run.root on a local or lock-capable file system",
-                   lock, std::strerror(err));
-      }
-      char host[256] = {0};
-      ::gethostname(host, sizeof host - 1);
-      const std::string me = fmt::format("host {} pid {}\n", host, ::getpid());
-      DAEI_CHECK(::ftruncate(lock_fd_, 0) == 0 && ::pwrite(lock_fd_, me.data(), me.size(), 0) ==
-                                                       static_cast<ssize_t>(me.size()),
-                 "{}: cannot write: {}", lock, std::strerror(errno));
+      lock_ = std::make_unique<DirLock>(opt_.stage_dir);  // shared with a command that locked it first (train)
       for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
         const std::string n = e.path().filename().string();
         const auto at = n.rfind(".tmp-");
@@ -351,28 +342,17 @@ void Trainer::prepare_stage_dir() {
           fs::remove_all(e.path());
         }
       }
-      if (!opt_.resume) {
-        std::vector<std::string> old;
-        for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
-          const std::string n = e.path().filename().string();
-          if (is_checkpoint_name(n) || n == "final") old.push_back(n);
-        }
-        if (!old.empty()) {
-          std::sort(old.begin(), old.end());
-          DAEI_CHECK(opt_.force,
-                     "{} holds checkpoints of an earlier run ({}); run with --resume to continue it, or --force to "
-                     "archive them and start again",
-                     opt_.stage_dir, fmt::format("{}", fmt::join(old, ", ")));
-          const std::string archive =
-              fmt::format("{}/archive-{}", opt_.stage_dir,
-                          std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch()).count());
-          make_dirs(archive);
-          old.push_back("metrics.jsonl");
-          for (const auto& n : old)
-            if (fs::exists(opt_.stage_dir + "/" + n)) fs::rename(opt_.stage_dir + "/" + n, archive + "/" + n);
-          LOG_WARN("[{}] --force: the earlier run's checkpoints moved to {}", opt_.tag, archive);
-        }
+      std::vector<std::string> old = check_earlier_run(opt_.stage_dir, opt_.resume, opt_.force);
+      if (!old.empty()) {
+        const std::string archive =
+            fmt::format("{}/archive-{}", opt_.stage_dir,
+                        std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count());
+        make_dirs(archive);
+        old.push_back("metrics.jsonl");
+        for (const auto& n : old)
+          if (fs::exists(opt_.stage_dir + "/" + n)) fs::rename(opt_.stage_dir + "/" + n, archive + "/" + n);
+        LOG_WARN("[{}] --force: the earlier run's checkpoints moved to {}", opt_.tag, archive);
       }
     } catch (const std::exception& e) {
       verdict = e.what();
@@ -600,21 +580,40 @@ void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
   comm_.barrier();
   if (comm_.is_root()) {
     write_done(dir);
-    prune_checkpoints();
+    prune_checkpoints(name);
   }
   comm_.barrier();
   LOG_INFO("[{}] checkpoint {} (step {})", opt_.tag, dir, step_);
 }
 
-void Trainer::prune_checkpoints() {
+void Trainer::prune_checkpoints(const std::string& just_written) {
+  // keep_last counts verified checkpoints only: a damaged one (skipped by a fall-back on resume) is removed and
+  // never counted, so it cannot push an intact one out. Each is verified (SHA-256 of every file) once per process;
+  // the one just written is verified by construction (its DONE was computed from its files a moment ago).
+  verified_.insert(just_written);
   std::vector<std::string> done;
   for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
     const std::string n = e.path().filename().string();
     if (is_checkpoint_name(n) && is_complete(e.path().string())) done.push_back(n);
   }
   std::sort(done.begin(), done.end());
-  for (size_t i = 0; opt_.keep_last > 0 && i + opt_.keep_last < done.size(); ++i)
-    fs::remove_all(opt_.stage_dir + "/" + done[i]);
+  std::vector<std::string> good;
+  for (const auto& n : done) {
+    if (!verified_.count(n)) {
+      const std::string why = verify(opt_.stage_dir + "/" + n);
+      if (!why.empty()) {
+        LOG_WARN("[{}] removing damaged checkpoint {}/{} ({})", opt_.tag, opt_.stage_dir, n, why);
+        fs::remove_all(opt_.stage_dir + "/" + n);
+        continue;
+      }
+      verified_.insert(n);
+    }
+    good.push_back(n);
+  }
+  for (size_t i = 0; opt_.keep_last > 0 && i + opt_.keep_last < good.size(); ++i) {
+    fs::remove_all(opt_.stage_dir + "/" + good[i]);
+    verified_.erase(good[i]);
+  }
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {

@@ -14,8 +14,11 @@
 // per gradient set), the control word (stop / save / skip a non-finite step, all decided on reduced values),
 // schedules, per-group and global clipping, AdamW, metrics.jsonl and curves.png, rank-0 progress, checkpoints
 // (stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name + rename, SHA-256 of every file
-// in DONE, keep last K), resume from the newest checkpoint that verifies (any world size), an exclusive lock on the
-// stage folder, SIGUSR1/SIGTERM → checkpoint → exit 75, stageK/final/.
+// in DONE, keep the last K that verify, a damaged one removed), resume from the newest checkpoint that verifies
+// (any world size), an exclusive lock on the stage folder, stageK/final/, and SIGUSR1/SIGTERM to a rank →
+// checkpoint → that rank exits 75. Under mpirun the job's exit code is mpirun's: USR1 to mpirun is forwarded and
+// gives 75; TERM to mpirun makes Open MPI abort the job with its own non-zero status, never 75 (launch/mpirun.sh
+// turns TERM into USR1; README "Stopping and requeueing").
 // Randomness: before each micro-step the default generator is re-seeded from (seed, step, rank, micro-step), so
 // dropout never depends on history and resume is exact on any number of ranks.
 #pragma once
@@ -23,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 #include <torch/types.h>
@@ -37,6 +41,7 @@ namespace daei {
 
 class Communicator;
 class Config;
+class DirLock;
 class GradReducer;
 
 struct ParamGroupSpec {
@@ -141,13 +146,16 @@ class Trainer {
   static std::string final_dir(const std::string& stage_dir) { return stage_dir + "/final"; }
   // final/ complete and verified (a truncated final is not "complete").
   static bool final_ready(const std::string& stage_dir);
+  // A fresh run (not resume) over an earlier run's checkpoints or final: without force an Error saying so; with
+  // force the entries to archive (sorted). Only reads, so a command can check before it writes anything.
+  static std::vector<std::string> check_earlier_run(const std::string& stage_dir, bool resume, bool force);
 
  private:
   void train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm, bool& nonfinite);
   void save_checkpoint(const std::string& name, bool with_optimizer);
   void write_done(const std::string& dir);
   void load_checkpoint(const std::string& dir);
-  void prune_checkpoints();
+  void prune_checkpoints(const std::string& just_written);
   void prepare_stage_dir();
   void log_metrics(const std::map<std::string, double>& terms, double grad_norm, double ex_per_s);
   std::vector<int64_t> local_rows(int64_t step) const;  // this rank's rows of a global step (all micro-steps)
@@ -163,7 +171,8 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
   std::map<std::string, double> phase_s_;
-  int lock_fd_ = -1;
+  std::set<std::string> verified_;  // rank 0: checkpoint names whose files matched their DONE (prune_checkpoints)
+  std::unique_ptr<DirLock> lock_;  // rank 0: the stage folder's lock
 };
 
 }  // namespace daei

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Issue 14, "Signals and dead ranks": SIGTERM and SIGUSR1 to mpirun (2 ranks) both checkpoint and exit 75 (a Slurm
-# requeue keys off 75); after kill -9 of mpirun the ranks exit promptly instead of lingering.
+# Issue 14, "Signals and dead ranks": SIGUSR1 to mpirun (2 ranks), SIGTERM to its ranks, SIGTERM to a single process
+# and SIGTERM to launch/mpirun.sh all checkpoint and exit 75 (a Slurm requeue keys off 75); after kill -9 of mpirun
+# the ranks exit promptly instead of lingering. Not 75, and not tested: SIGTERM to a raw mpirun, which Open MPI 4.1
+# turns into an abort with mpirun's own status (see below; README: run under signals with launch/mpirun.sh).
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 D=$BUILD/daei
@@ -18,8 +20,8 @@ wait_metrics() {
 
 # How each signal reaches the ranks: USR1 sent to mpirun (it forwards USR1); TERM sent to the ranks themselves (what
 # Slurm does at the time limit or on scancel: every process of the job gets it). SIGTERM sent to mpirun itself makes
-# mpirun abort the job and exit 1 whatever the ranks return (Open MPI 4.1 cannot forward TERM:
-# ess_base_forward_signals refuses it), so a launcher script traps TERM and forwards USR1 (launch/slurm/train.sbatch
+# mpirun abort the job and exit non-zero (1, or 143) whatever the ranks return (Open MPI 4.1 cannot forward TERM:
+# ess_base_forward_signals refuses it), so a launcher script traps TERM and forwards USR1 (launch/slurm/daei.sbatch
 # does; launch/mpirun.sh is tested below when it does too).
 run_and_signal() {  # NAME TARGET SIGNAL [launcher...]
   local name=$1 target=$2 sig=$3; shift 3
