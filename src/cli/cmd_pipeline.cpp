@@ -1,6 +1,7 @@
 // daei pipeline: every step of the attack in order, each skipped when complete and resumed when partial:
 //   corpus → caches (train; val/test/OOD with offline-eval clean rows; the clean training cache only for the
-//   references) → stage 1 → stage 2 → baselines → stage 3 → hypotheses → stage 4 → eval.
+//   references) → stage 1 → stage 2 → baselines → stage 3 → hypotheses → stage 4 → (zsinvert.enabled: the lm
+//   stage, zsinvert's generator) → eval.
 // Each step is the same subcommand a user would run (its registered options parsed from a string), so the pipeline
 // adds no second code path. A stop request (exit 75) ends the pipeline with 75: run it again to resume.
 #include <torch/torch.h>
@@ -110,6 +111,9 @@ std::vector<Step> plan(const Context& ctx) {
                             ch.hyp_split + ", warm start from " + ch.inverter_stage + "/final/inverter"));
     }
   }
+  // zsinvert (issue 23): its generator LM, trained on the training texts only, before eval adds the rows.
+  if (c.flag("zsinvert.enabled"))
+    s.push_back(stage("generator LM of zsinvert (texts only)", "lm", "lm", "cache/train (texts only)"));
   s.push_back({"eval", {"eval"}, "", "every final/, cache/{test,ood-*}", R + "/eval/results.{json,md}, samples.md",
                exists(R + "/eval/results.json"), [] { return false; }});
   return s;
@@ -125,7 +129,9 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
                              st.complete() ? "complete (skipped)" : st.started() ? "partial (resumed)" : "to do");
   }
   std::cout << "\nGlobal batch per optimizer step (= ranks × per-rank micro-batch × grad_accum):\n";
-  for (const std::string k : {"stage1", "stage2", "stage3", "stage4"}) {
+  std::vector<std::string> keys{"stage1", "stage2", "stage3", "stage4"};
+  if (ctx.config.flag("zsinvert.enabled")) keys.push_back("lm");
+  for (const std::string& k : keys) {
     const int64_t B = ctx.config.integer(k + ".batch_size"), A = ctx.config.integer(k + ".grad_accum");
     const int64_t steps = ctx.config.integer(k + ".steps");
     const bool ok = B % (W * A) == 0;

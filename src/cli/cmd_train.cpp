@@ -17,6 +17,7 @@
 #include "stages/stage2.h"
 #include "stages/stage3.h"
 #include "stages/stage4.h"
+#include "stages/lm.h"
 #include "data/cache.h"
 #include "stages/trainer.h"
 
@@ -122,6 +123,23 @@ int train_corrector(Context& ctx, const std::string& stage_dir, const CorrectorC
   return s.run();
 }
 
+// zsinvert's generator (issue 23): a T5 denoising autoencoder on the training texts alone (no embeddings read).
+LmTrainData lm_texts(std::shared_ptr<const NoisyDataset> split) {
+  LmTrainData d;
+  d.rows = split->size();
+  d.texts = [split](const std::vector<int64_t>& rows) { return split->texts(rows); };
+  d.prefetch = [split](const std::vector<int64_t>& rows) { split->prefetch(rows, true); };
+  return d;
+}
+
+int train_lm(Context& ctx, const std::string& stage_dir) {
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  LmStage s(ctx.config, *ctx.comm, stage_dir, lm_texts(train), tok, g_resume, g_force);
+  if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, lm_texts(val));
+  return s.run();
+}
+
 struct StageEntry {
   std::string folder;
   std::function<int(Context&, const std::string&)> train;
@@ -138,6 +156,7 @@ const std::map<std::string, StageEntry>& stages() {
         {"stage2-continued", {"stage2-continued", train_stage2_continued, "stage3", {"stage1", "stage2"}}},
         {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
         {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
+        {"lm", {"lm", train_lm, "lm", {}}},
     };
     for (const auto& c : corrector_chains()) {
       std::vector<std::string> needs{c.inverter_stage};
@@ -215,10 +234,13 @@ SubcommandSpec spec() {
     {"train"},
     "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, "
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
-    "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps); "
-    "--resume continues from the newest checkpoint",
+    "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
+    "zsinvert, trained on texts only); --resume continues from the newest checkpoint",
     [](CLI::App& app) {
-      app.add_option("--stage", g_stage, "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | stage2-continued")->required();
+      app.add_option("--stage", g_stage,
+                     "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | "
+                     "stage2-continued | lm")
+          ->required();
       app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
       app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
     },

@@ -17,15 +17,16 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector"};
+                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "lm"};
+// The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, has the inverters' shape).
 const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector"};
+                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "lm"};
 const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy"};
 const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
                                               "clean-inverter", "stage3", "stage2-continued", "cache/hyp-train",
-                                              "cache/hyp-train-dae",
-                                              "cache/hyp-train-noisy", "stage4", "dae-corrector", "noisy-corrector"};
+                                              "cache/hyp-train-dae", "cache/hyp-train-noisy", "stage4",
+                                              "dae-corrector", "noisy-corrector", "lm"};
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
@@ -56,6 +57,7 @@ const std::vector<Rule>& rules() {
       {"stage2.eval_every", {}},
       {"stage3.eval_every", {}},
       {"stage4.eval_every", {}},
+      {"lm.eval_every", {}},
       {"train.heldout_rows", {}},           // the held-out CE's rows and cache/hyp-val*: logged, not trained on
       {"hypotheses.batch_size", {}},
       {"embedder.batch_size", {}},
@@ -72,6 +74,7 @@ const std::vector<Rule>& rules() {
       // `eval` writes its results whole from what it evaluated now; nothing it reads depends on these.
       {"eval.", {}},
       {"correct.", {}},
+      {"zsinvert.", {}},                    // the search runs in eval; enabled only adds the lm step
       {"server.", {}},
       {"estimate.", {}},
       // What the attack computes.
@@ -96,6 +99,7 @@ const std::vector<Rule>& rules() {
       {"stage3.", {"stage3", "stage2-continued"}},  // the control shares stage 3's budget
       {"hypotheses.", kHypotheses},
       {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
+      {"lm.", {"lm"}},           // zsinvert's generator
       {"train.", kStages},
   };
   return r;

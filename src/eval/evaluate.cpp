@@ -122,6 +122,17 @@ EvalSplit embed_file_split(const Config& cfg, const std::string& path, int64_t m
   return s;
 }
 
+// The first n texts of a split.
+EvalSplit first_texts(const EvalSplit& s, int64_t n) {
+  EvalSplit out;
+  out.name = s.name;
+  out.texts.assign(s.texts.begin(), s.texts.begin() + n);
+  out.clean = s.clean.narrow(0, 0, n);
+  out.noisy = s.noisy.narrow(0, 0, n);
+  out.sigma = s.sigma;
+  return out;
+}
+
 std::string fmt_ci(double m, const std::pair<double, double>& ci) {
   return fmt::format("{:.3f} [{:.3f}, {:.3f}]", m, ci.first, ci.second);
 }
@@ -169,7 +180,14 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
     for (const auto& sys : systems) {
       const auto ts = std::chrono::steady_clock::now();
       SystemRun run = sys.recover(split);
-      scores[sys.name] = score_system(split, refs, run, embed_clean, opt);
+      if (run.texts.size() < split.texts.size()) {
+        // A system run on the first texts only (zsinvert.max_texts): scored on those, its n in the table.
+        const EvalSplit sub = first_texts(split, static_cast<int64_t>(run.texts.size()));
+        const std::vector<std::string> sub_refs(refs.begin(), refs.begin() + static_cast<int64_t>(run.texts.size()));
+        scores[sys.name] = score_system(sub, sub_refs, run, embed_clean, opt);
+      } else {
+        scores[sys.name] = score_system(split, refs, run, embed_clean, opt);
+      }
       if (!run.round_texts.empty())
         per_round["splits"][split.name][sys.name] = score_rounds(split, refs, run, embed_clean, opt);
       scores[sys.name].reference = sys.reference;
@@ -187,14 +205,26 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       for (const auto& [k, v] : s.mean) j[k] = v;
       for (const auto& [k, v] : s.ci) j[k + "_ci"] = {v.first, v.second};
       j["reference"] = s.reference;
+      const int64_t n_sys = static_cast<int64_t>(s.recovered.size());
+      if (n_sys < static_cast<int64_t>(split.texts.size())) j["n"] = n_sys;  // run on the first n texts only
       js["systems"][sys.name] = j;
-      md += fmt::format("| {}{} | {} | {} | {} | {:.3f} | {} | {:.1f} | {:.1f} % |\n", sys.name,
-                        s.reference ? " (reference)" : "", fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")),
+      const std::string subset = n_sys < static_cast<int64_t>(split.texts.size())
+                                     ? fmt::format(" (first {} texts)", n_sys) : std::string();
+      md += fmt::format("| {}{}{} | {} | {} | {} | {:.3f} | {} | {:.1f} | {:.1f} % |\n", sys.name,
+                        s.reference ? " (reference)" : "", subset, fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")),
                         fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
                         fmt_ci(s.mean.at("rouge_l"), s.ci.at("rouge_l")), s.mean.at("exact"),
                         fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"),
                         100.0 * s.mean.at("repeat4"));
     }
+    if (scores.count("zsinvert") || scores.count("zsinvert-dae"))
+      md += "\n`zsinvert`: adversarial decoding (ZSInvert, reference notes §3), no inverter: a generator LM proposes "
+            "the top-k next tokens of each beam and only the black box's cosine to the release ranks them (fresh noise "
+            "a query; the LM's score is not used), then one paraphrase-refinement round seeded with the best text. "
+            "The generator is a small T5 trained as a denoising autoencoder on the attacker's training texts only "
+            "(`daei train --stage lm`): \"zero-shot\" here means no training specific to the embedder, not no "
+            "training at all. `zsinvert-dae` is our variant, not the paper's: cos(DAE(y), DAE(f̃(x))) with the "
+            "stage-1 DAE. Both run on the first `zsinvert.max_texts` texts of each split (their n is in the row).\n";
     // Paired verdicts along the attack's chain, and the attack against the plain baseline.
     // Inverters alone (round 0), each corrected row against its own round 0, and the paper's corrected rows
     // against each other (noisy-vec2text < dae-corrected < daei).
@@ -211,7 +241,8 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                                                                  {"daei", "noisy-inverter"},
                                                                  {"clean-to-clean", "daei"},
                                                                  {"clean-to-clean", "noisy-vec2text"},
-                                                                 {"clean-to-clean", "dae-only"}};
+                                                                 {"clean-to-clean", "dae-only"},
+                                                                 {"zsinvert-dae", "zsinvert"}};
     js["verdicts"] = json::array();
     std::string vmd;
     for (const auto& [a, b] : pairs) {
@@ -219,6 +250,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       for (const std::string metric : {"bleu", "token_f1"}) {
         const auto& va = metric == "bleu" ? scores[a].bleu : scores[a].token_f1;
         const auto& vb = metric == "bleu" ? scores[b].bleu : scores[b].token_f1;
+        if (va.size() != vb.size()) continue;  // paired only on the same texts (a row run on a subset)
         const double diff = metrics::mean(va) - metrics::mean(vb);
         auto ci = metrics::paired_bootstrap_diff(va, vb, static_cast<int>(opt.bootstrap), opt.seed);
         js["verdicts"].push_back({{"a", a}, {"b", b}, {"metric", metric}, {"diff", diff}, {"ci", {ci.lo, ci.hi}}});
@@ -239,7 +271,8 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       for (int64_t i = 0; i < k; ++i) {
         samples_md += fmt::format("\n**{}.** {}\n\n", i + 1, refs[i]);
         for (const auto& sys : systems)
-          samples_md += fmt::format("- `{}`: {}\n", sys.name, scores.at(sys.name).recovered[i]);
+          if (const auto& rec = scores.at(sys.name).recovered; i < static_cast<int64_t>(rec.size()))
+            samples_md += fmt::format("- `{}`: {}\n", sys.name, rec[i]);
       }
     }
   }

@@ -13,10 +13,12 @@
 #include "eval/clean_cache.h"
 #include "eval/correction.h"
 #include "eval/dae_table.h"
+#include "eval/zsinvert.h"
 #include "model/corrector.h"
 #include "model/embedder.h"
 #include "model/generate.h"
 #include "stages/data_source.h"
+#include "stages/lm.h"
 #include "stages/stage1.h"
 #include "stages/stage4.h"
 #include "stages/trainer.h"
@@ -124,6 +126,42 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     if (chain.system == "daei" && cfg.flag("eval.clean_hypotheses_reference"))
       c.corrected["daei-clean-hyp"] = make("daei-clean-hyp", clean_hypothesis_query(c.clean_embedder));
   }
+  // ZSInvert (issue 23): the lm stage's generator proposes, the black box's cosine ranks; no inverter. The plain row
+  // scores cos(f̃(x), y); our variant, zsinvert-dae, cos(DAE₁(f̃(x)), DAE₁(y)) with the stage-1 DAE.
+  if (cfg.flag("zsinvert.enabled") && Trainer::final_ready(run_dir + "/lm")) {
+    auto lm = T5ModelImpl::from_pretrained(final_lm_dir(run_dir + "/lm"));
+    if (!embedder) embedder = make_run_embedder(cfg, run_dir);
+    const ZsGenerator gen = t5_generator(lm, c.tok, c.max_length_eval);
+    const ZsInvertOptions zo = zsinvert_options(cfg);
+    const int64_t max_texts = cfg.integer("zsinvert.max_texts");
+    c.zsinvert_max_texts = max_texts;
+    for (const bool shielded : {false, true}) {
+      auto dae = shielded ? c.dae1 : nullptr;
+      if (shielded && !dae) continue;
+      const std::string name = shielded ? "zsinvert-dae" : "zsinvert";
+      c.zsinvert[name] = [=](const EvalSplit& sp) {
+        const int64_t n = max_texts > 0 ? std::min<int64_t>(max_texts, sp.noisy.size(0)) : sp.noisy.size(0);
+        std::vector<std::string> ids;
+        for (int64_t i = 0; i < n; ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
+        QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
+          return embedder->embed(t, k);
+        };
+        const double sigma = sp.sigma;
+        DenoiseFn shield = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
+        auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo);
+        SystemRun run;
+        run.texts = r.best_text;
+        for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
+        LOG_INFO("[eval] {} on {}: the first {} of {} texts, attacker's cos {:.4f} (after stage A {:.4f}), {:.1f} "
+                 "queries per text",
+                 name, sp.name, n, sp.noisy.size(0), metrics_mean(r.best_cos), metrics_mean(r.stage_a_cos),
+                 metrics_mean(run.queries));
+        return run;
+      };
+    }
+  } else if (cfg.flag("zsinvert.enabled")) {
+    LOG_WARN("[eval] zsinvert.enabled but no {}/lm/final (`daei train --stage lm`): no zsinvert rows", run_dir);
+  }
   return c;
 }
 
@@ -205,6 +243,8 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
   corrected("daei");
   if (auto it = ctx.corrected.find("daei-clean-hyp"); it != ctx.corrected.end())
     s.push_back({"daei-clean-hyp", true, it->second});  // reference: clean hypothesis embeddings
+  for (const std::string name : {"zsinvert", "zsinvert-dae"})
+    if (auto it = ctx.zsinvert.find(name); it != ctx.zsinvert.end()) s.push_back({name, false, it->second});
   return s;
 }
 

@@ -29,6 +29,10 @@ struct EvalContext {
   std::shared_ptr<InverterImpl> stage2_continued_inv;  // the control for stage 3's extra steps
   // The corrected systems whose corrector is trained, by row name (daei, dae-corrected, noisy-vec2text).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;
+  // The zsinvert rows (zsinvert, zsinvert-dae) when zsinvert.enabled and runs/NAME/lm/final exist; each runs on
+  // the first zsinvert_max_texts texts of a split (0: all).
+  std::map<std::string, std::function<SystemRun(const EvalSplit&)>> zsinvert;
+  int64_t zsinvert_max_texts = 0;
   // Texts already decoded, by "system/split" (a corrected system starts from its round-0 system's).
   std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
 };

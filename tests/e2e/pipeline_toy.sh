@@ -144,6 +144,26 @@ grep -q "change no saved work (accepted): eval.samples, train.log_every" "$T/run
 grep -q "log_every: 3" "$R/config.yaml" || fail "config.yaml does not hold the accepted value"
 cmp -s "$T/config.before" "$R"/config.history/*.yaml || fail "the previous config was not kept in config.history/"
 
+# ZSInvert (issue 23): zsinvert.enabled adds the lm step (the generator, texts only) to the pipeline; eval then has
+# the zsinvert and zsinvert-dae rows, run on the first zsinvert.max_texts texts, with their queries counted.
+ZS=(--set zsinvert.enabled=true --set lm.steps=3 --set lm.batch_size=16 --set lm.warmup_steps=1 --set lm.eval_every=3
+    --set zsinvert.max_steps=3 --set zsinvert.top_k=4 --set zsinvert.beam=2 --set zsinvert.max_texts=6)
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" "${ZS[@]}" >"$T/run_zs.log" 2>&1 || { tail -30 "$T/run_zs.log"; fail "pipeline with zsinvert"; }
+[[ -s $R/lm/final/lm/config.json ]] || { tail -30 "$T/run_zs.log"; fail "no lm/final/lm"; }
+"$D" eval --config "$T/toy.yaml" "${ZS[@]}" >"$T/eval_zs.log" 2>&1 || { tail -30 "$T/eval_zs.log"; fail "eval with zsinvert"; }
+/usr/bin/python3 - "$R/eval/results.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["splits"]["test"]["systems"]
+for name in ("zsinvert", "zsinvert-dae"):
+    s = t[name]
+    # at most k + (steps - 1) * beam * k a stage, two stages (fewer only if a step had under beam distinct texts)
+    assert s["n"] == 6 and 0 < s["queries_per_text"] <= 2 * (4 + 2 * 2 * 4), (name, s)
+    lo, hi = s["bleu_ci"]
+    assert 0 <= lo <= s["bleu"] <= hi <= 1, (name, s)
+print("zsinvert rows OK:", {k: (round(t[k]["cos"], 3), t[k]["queries_per_text"]) for k in ("zsinvert", "zsinvert-dae")})
+PY
+grep -q "| zsinvert (first 6 texts) |" "$R/eval/results.md" || fail "results.md has no zsinvert row"
+
 # Stopped inside stage 2 (exit 75), then resumed there.
 sed -i "s/name: toy,/name: toy2,/" "$T/toy.yaml"
 set +e

@@ -1,0 +1,286 @@
+#include "eval/zsinvert.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "model/t5.h"
+#include "model/tokenizer_spm.h"
+
+namespace daei {
+
+ZsInvertOptions zsinvert_options(const Config& cfg) {
+  ZsInvertOptions o;
+  o.beam = cfg.integer("zsinvert.beam");
+  o.top_k = cfg.integer("zsinvert.top_k");
+  o.max_steps = cfg.integer("zsinvert.max_steps");
+  o.repetition_penalty = cfg.real("zsinvert.repetition_penalty");
+  o.refine = cfg.flag("zsinvert.refine");
+  o.embed_chunk = cfg.integer("zsinvert.embed_chunk");
+  o.lm_batch = cfg.integer("zsinvert.lm_batch");
+  o.text_batch = cfg.integer("zsinvert.text_batch");
+  o.progress_every_s = cfg.real("train.progress_every_s");
+  return o;
+}
+
+std::string zsinvert_query_key(const std::string& text_id, char stage, int64_t step, int64_t candidate) {
+  return "zs/" + text_id + "/s" + std::string(1, stage) + std::to_string(step) + "/c" + std::to_string(candidate);
+}
+
+void apply_repetition_penalty(at::Tensor& scores, const std::vector<std::vector<int64_t>>& prefixes, double penalty) {
+  DAEI_CHECK(scores.dim() == 2 && scores.size(0) == static_cast<int64_t>(prefixes.size()),
+             "repetition penalty: {} prefixes for scores ({})", prefixes.size(),
+             fmt::format("{}", fmt::join(scores.sizes(), ", ")));
+  if (penalty == 1.0) return;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    std::vector<int64_t> toks(prefixes[i]);
+    std::sort(toks.begin(), toks.end());
+    toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+    toks.erase(std::remove_if(toks.begin(), toks.end(), [&](int64_t t) { return t < 0 || t >= scores.size(1); }),
+               toks.end());
+    if (toks.empty()) continue;
+    auto row = scores[static_cast<int64_t>(i)];
+    auto idx = torch::tensor(toks, torch::kLong).to(scores.device());
+    auto s = row.index_select(0, idx);
+    row.index_copy_(0, idx, torch::where(s < 0, s * penalty, s / penalty));
+  }
+}
+
+int64_t zsinvert_queries_per_text(const ZsInvertOptions& opt, int64_t vocab) {
+  const int64_t k = std::min(opt.top_k, vocab - 2);
+  const int64_t stage = k + (opt.max_steps - 1) * opt.beam * k;
+  return opt.refine ? 2 * stage : stage;
+}
+
+ZsGenerator t5_generator(std::shared_ptr<T5ModelImpl> t5, std::shared_ptr<const SpmTokenizer> tok,
+                         int64_t max_input_len) {
+  ZsGenerator g;
+  g.eos_id = t5->cfg.eos_token_id;
+  g.pad_id = t5->cfg.pad_token_id;
+  g.decode = [tok](const std::vector<int64_t>& ids) { return tok->decode(ids); };
+  // The LM head only at each row's last real position (logits for every position would be n · L · V floats).
+  g.next = [t5, tok, max_input_len](const std::vector<std::vector<int64_t>>& prefixes,
+                                    const std::vector<std::string>& enc_texts) -> at::Tensor {
+    DAEI_CHECK(prefixes.size() == enc_texts.size(), "generator: {} prefixes but {} encoder texts", prefixes.size(),
+               enc_texts.size());
+    torch::NoGradGuard ng;
+    t5->eval();
+    const auto dev = t5->shared->weight.device();
+    const int64_t n = static_cast<int64_t>(prefixes.size());
+    // The encoder once per distinct input text (stage A: one, the empty text = [eos]).
+    std::vector<std::string> uniq;
+    std::unordered_map<std::string, int64_t> where;
+    std::vector<int64_t> row_of;
+    for (const auto& t : enc_texts) {
+      auto [it, fresh] = where.emplace(t, static_cast<int64_t>(uniq.size()));
+      if (fresh) uniq.push_back(t);
+      row_of.push_back(it->second);
+    }
+    auto eb = tok->encode_batch(uniq, max_input_len);
+    auto emask = eb.attention_mask.to(dev);
+    auto enc = t5->encode_ids(eb.input_ids.to(dev), emask);
+    auto sel = torch::tensor(row_of, torch::kLong).to(dev);
+    enc = enc.index_select(0, sel);
+    emask = emask.index_select(0, sel);
+    // Decoder inputs: the start token + the prefix, right-padded (causal: padding after a row changes nothing).
+    int64_t L = 1;
+    for (const auto& p : prefixes) L = std::max<int64_t>(L, static_cast<int64_t>(p.size()) + 1);
+    auto dec = torch::full({n, L}, t5->cfg.pad_token_id, torch::kLong);
+    std::vector<int64_t> last(n);
+    {
+      auto a = dec.accessor<int64_t, 2>();
+      for (int64_t i = 0; i < n; ++i) {
+        a[i][0] = t5->cfg.decoder_start_token_id;
+        for (size_t j = 0; j < prefixes[i].size(); ++j) a[i][j + 1] = prefixes[i][j];
+        last[i] = static_cast<int64_t>(prefixes[i].size());
+      }
+    }
+    auto h = t5->decoder->forward(t5->embed(dec.to(dev)), {}, enc, emask);  // (n, L, d)
+    auto pos = torch::tensor(last, torch::kLong).to(dev);
+    h = h.gather(1, pos.view({n, 1, 1}).expand({n, 1, h.size(2)})).squeeze(1);  // (n, d)
+    const bool tied = t5->cfg.tie_word_embeddings;
+    if (tied) h = h * std::pow(static_cast<double>(t5->cfg.d_model), -0.5);
+    auto logits = torch::linear(h, tied ? t5->shared->weight : t5->lm_head->weight).to(torch::kFloat32);
+    return torch::log_softmax(logits, 1).cpu();
+  };
+  return g;
+}
+
+namespace {
+
+struct Beam {
+  std::vector<int64_t> ids;
+};
+
+struct TextSearch {
+  std::vector<Beam> beams;
+  std::string best_text;
+  double best_cos = -2;
+  int64_t queries = 0;
+};
+
+at::Tensor shield_chunked(const DenoiseFn& shield, const at::Tensor& x, int64_t chunk) {
+  std::vector<at::Tensor> parts;
+  for (int64_t b = 0; b < x.size(0); b += chunk) {
+    auto part = x.slice(0, b, std::min(x.size(0), b + chunk));
+    at::Tensor d = shield(part);
+    DAEI_CHECK(d.sizes() == part.sizes(), "zsinvert: the shield returned ({}) for ({})",
+               fmt::format("{}", fmt::join(d.sizes(), ", ")), fmt::format("{}", fmt::join(part.sizes(), ", ")));
+    parts.push_back(d.to(torch::kCPU, torch::kFloat32));
+  }
+  return parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+}
+
+}  // namespace
+
+ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>& text_ids, const QueryFn& query,
+                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt) {
+  const int64_t B = static_cast<int64_t>(text_ids.size());
+  DAEI_CHECK(y.dim() == 2 && y.size(0) == B, "zsinvert: y must be ({}, d), got ({})", B,
+             fmt::format("{}", fmt::join(y.sizes(), ", ")));
+  {
+    std::unordered_set<std::string> ids(text_ids.begin(), text_ids.end());
+    DAEI_CHECK(static_cast<int64_t>(ids.size()) == B, "zsinvert: text ids must be distinct (they key the noise)");
+  }
+  DAEI_CHECK(opt.beam >= 1 && opt.top_k >= 1 && opt.max_steps >= 1 && opt.repetition_penalty > 0 &&
+                 opt.embed_chunk > 0 && opt.lm_batch > 0 && opt.text_batch > 0,
+             "zsinvert: beam, top_k, max_steps, embed_chunk, lm_batch, text_batch >= 1 and repetition_penalty > 0 "
+             "required");
+  DAEI_CHECK(lm.next && lm.decode, "zsinvert: no generator");
+  torch::NoGradGuard ng;
+  ZsInvertResult res;
+  res.best_text.resize(B);
+  res.best_cos.assign(B, -2.0);
+  res.stage_a_cos.assign(B, -2.0);
+  res.queries_per_text.assign(B, 0);
+  if (B == 0) return res;
+
+  const int64_t stages = opt.refine ? 2 : 1;
+  Progress progress("zsinvert", B * stages * opt.max_steps, "text-step", opt.progress_every_s);
+  int64_t done = 0, total_queries = 0;
+
+  for (int64_t g0 = 0; g0 < B; g0 += opt.text_batch) {
+    const int64_t G = std::min(opt.text_batch, B - g0);
+    const at::Tensor target = shield_chunked(shield, y.narrow(0, g0, G).to(torch::kFloat32), opt.embed_chunk);
+    std::vector<TextSearch> st(G);
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      const char stage_name = stage == 0 ? 'A' : 'B';
+      std::vector<std::string> enc_text(G);  // stage A: the empty text; stage B: the best text so far
+      for (int64_t g = 0; g < G; ++g) {
+        st[g].beams = {Beam{}};
+        if (stage == 1) enc_text[g] = st[g].best_text;
+      }
+      for (int64_t step = 1; step <= opt.max_steps; ++step) {
+        // 1. The LM on every kept prefix: top-k proposals (penalised, no EOS or pad), lm_batch prefixes a call.
+        std::vector<std::pair<int64_t, int64_t>> rows;  // (text in group, beam)
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t b = 0; b < static_cast<int64_t>(st[g].beams.size()); ++b) rows.emplace_back(g, b);
+        std::vector<std::vector<std::vector<int64_t>>> cand_ids(G);  // per text, in (beam, rank) order
+        for (size_t c = 0; c < rows.size(); c += static_cast<size_t>(opt.lm_batch)) {
+          const size_t e = std::min(rows.size(), c + static_cast<size_t>(opt.lm_batch));
+          std::vector<std::vector<int64_t>> prefixes;
+          std::vector<std::string> enc;
+          for (size_t i = c; i < e; ++i) {
+            prefixes.push_back(st[rows[i].first].beams[rows[i].second].ids);
+            enc.push_back(enc_text[rows[i].first]);
+          }
+          at::Tensor scores = lm.next(prefixes, enc).to(torch::kCPU, torch::kFloat32).contiguous();
+          DAEI_CHECK(scores.dim() == 2 && scores.size(0) == static_cast<int64_t>(prefixes.size()),
+                     "zsinvert: the generator returned ({}) for {} prefixes",
+                     fmt::format("{}", fmt::join(scores.sizes(), ", ")), prefixes.size());
+          const int64_t V = scores.size(1);
+          apply_repetition_penalty(scores, prefixes, opt.repetition_penalty);
+          for (int64_t t : {lm.eos_id, lm.pad_id})
+            if (t >= 0 && t < V) scores.select(1, t).fill_(-std::numeric_limits<float>::infinity());
+          const int64_t k = std::min(opt.top_k, V - 2);
+          DAEI_CHECK(k >= 1, "zsinvert: a vocabulary of {} tokens has nothing to propose besides EOS and pad", V);
+          auto top = std::get<1>(scores.topk(k, 1, true, true)).contiguous();  // sorted: ties keep a fixed order
+          auto a = top.accessor<int64_t, 2>();
+          for (size_t i = c; i < e; ++i) {
+            const auto& prefix = st[rows[i].first].beams[rows[i].second].ids;
+            for (int64_t j = 0; j < k; ++j) {
+              std::vector<int64_t> ids(prefix);
+              ids.push_back(a[static_cast<int64_t>(i - c)][j]);
+              cand_ids[rows[i].first].push_back(std::move(ids));
+            }
+          }
+        }
+        // 2. Every candidate is one query (fresh noise key), embed_chunk texts a call; only scores are kept.
+        std::vector<std::vector<std::string>> cand_text(G);
+        std::vector<std::vector<double>> cand_cos(G);
+        std::vector<std::string> texts, keys;
+        std::vector<std::pair<int64_t, int64_t>> owner;  // (text in group, candidate)
+        auto flush = [&] {
+          if (texts.empty()) return;
+          at::Tensor e = shield_chunked(shield, query_chunked(query, texts, keys, opt.embed_chunk), opt.embed_chunk);
+          std::vector<int64_t> sel;
+          for (const auto& o : owner) sel.push_back(o.first);
+          auto tgt = target.index_select(0, torch::tensor(sel, torch::kLong));
+          auto cos = torch::cosine_similarity(tgt, e, 1, 1e-8).to(torch::kDouble).contiguous();
+          const double* pc = cos.data_ptr<double>();
+          for (size_t i = 0; i < owner.size(); ++i) cand_cos[owner[i].first][owner[i].second] = pc[i];
+          texts.clear();
+          keys.clear();
+          owner.clear();
+        };
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t nc = static_cast<int64_t>(cand_ids[g].size());
+          cand_cos[g].assign(nc, -2.0);
+          for (int64_t j = 0; j < nc; ++j) {
+            cand_text[g].push_back(lm.decode(cand_ids[g][j]));
+            texts.push_back(cand_text[g].back());
+            keys.push_back(zsinvert_query_key(text_ids[g0 + g], stage_name, step, j));
+            owner.emplace_back(g, j);
+            if (static_cast<int64_t>(texts.size()) >= opt.embed_chunk) flush();
+          }
+          st[g].queries += nc;
+        }
+        flush();
+        // 3. Keep the beam best distinct texts by cosine alone; remember the best seen.
+        for (int64_t g = 0; g < G; ++g) {
+          if (cand_text[g].empty()) continue;
+          auto keep = top_distinct(cand_text[g], cand_cos[g], opt.beam);
+          std::vector<Beam> next;
+          for (int64_t i : keep) next.push_back(Beam{cand_ids[g][i]});
+          st[g].beams = std::move(next);
+          const double best = cand_cos[g][keep[0]];
+          if (best > st[g].best_cos) {
+            st[g].best_cos = best;
+            st[g].best_text = cand_text[g][keep[0]];
+          }
+        }
+        done += G;
+        double mean = 0;
+        int64_t q = 0;
+        for (const auto& s : st) {
+          mean += s.best_cos / double(G);
+          q += s.queries;
+        }
+        progress.update(done, fmt::format("texts {}-{} of {}, stage {} step {}/{}: best cos {:.4f}, {} queries/text",
+                                          g0 + 1, g0 + G, B, stage_name, step, opt.max_steps, mean,
+                                          q / std::max<int64_t>(1, G)));
+      }
+      if (stage == 0)
+        for (int64_t g = 0; g < G; ++g) res.stage_a_cos[g0 + g] = st[g].best_cos;
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      res.best_text[g0 + g] = st[g].best_text;
+      res.best_cos[g0 + g] = st[g].best_cos;
+      res.queries_per_text[g0 + g] = st[g].queries;
+      total_queries += st[g].queries;
+    }
+  }
+  LOG_INFO("[zsinvert] {} texts: {:.1f} queries per text ({} in all)", B, double(total_queries) / double(B),
+           total_queries);
+  return res;
+}
+
+}  // namespace daei

@@ -1,0 +1,89 @@
+// The generator of the ZSInvert baseline (issue 23; reference notes §3): the LM that proposes next tokens while the
+// black box's cosine ranks them. No pretrained LLM can be downloaded here, so the generator is a small T5 of the
+// inverters' shape (inverter.* keys) and tokenizer, trained on the attacker's TRAINING TEXTS ONLY as a denoising
+// autoencoder:
+//   encoder input  the text's pieces, each dropped with probability r, r ~ U[lm.min_drop, lm.max_drop] per example
+//                  (r near 1 leaves an (almost) empty input: the decoder learns an unconditional language model,
+//                  which is what ZSInvert's stage A asks of it; a lower r teaches it to paraphrase a given text,
+//                  what stage B asks: "write a sentence similar to this: {best}")
+//   decoder target the whole text
+// It never sees an embedding, so nothing in it is specific to the embedder: that is what "zero-shot" means here.
+// The drop decisions are keyed by (run.seed, step, dataset row), so a resumed run and any world size draw the same.
+// Final: runs/NAME/lm/final/lm/ (a Hugging Face T5 directory: config.json + model.safetensors, training.json).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+#include <torch/types.h>
+
+#include "model/inverter.h"
+#include "model/t5.h"
+#include "model/tokenizer_spm.h"
+
+namespace daei {
+
+class Communicator;
+class Config;
+class SplitMix;
+class Trainer;
+
+// The encoder input of one example: each piece of `ids` (eos, if last, excluded) dropped when rng.uniform() < rate,
+// then eos appended. Rate 1 leaves [eos] alone: the empty text.
+std::vector<int64_t> drop_pieces(const std::vector<int64_t>& ids, double rate, SplitMix& rng, int64_t eos_id);
+
+// The key of (seed, step, row): the generator of that example's rate and drops.
+uint64_t lm_example_key(uint64_t seed, int64_t step, int64_t row);
+
+struct LmExample {
+  double rate = 0;             // r ~ U[min_rate, max_rate): the first draw of the example's stream
+  std::vector<int64_t> input;  // drop_pieces(ids, r, ...) with the rest of the stream
+};
+LmExample lm_corrupt(const std::vector<int64_t>& ids, uint64_t seed, int64_t step, int64_t row, double min_rate,
+                     double max_rate, int64_t eos_id);
+
+// Teacher-forced loss of the T5 on (encoder ids, labels), as a token sum (the Trainer divides by the global count).
+TokenLoss lm_loss(T5ModelImpl& t5, const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                  const at::Tensor& labels);
+
+// The generator's T5 shape: the inverters' (inverter_config), started from inverter.t5_dir when that is set.
+T5Config lm_t5_config(const Config& cfg, int64_t vocab_size);
+
+// runs/NAME/lm/final/lm: the trained generator.
+std::string final_lm_dir(const std::string& stage_dir);
+
+// Texts by training row (no embeddings are read).
+struct LmTrainData {
+  int64_t rows = 0;
+  std::function<std::vector<std::string>(const std::vector<int64_t>&)> texts;
+  std::function<void(const std::vector<int64_t>&)> prefetch;  // optional read-ahead
+};
+
+class LmStage {
+ public:
+  LmStage(const Config& cfg, Communicator& comm, const std::string& stage_dir, LmTrainData data,
+          std::shared_ptr<SpmTokenizer> tok, bool resume, bool force);
+  ~LmStage();
+  // The held-out CE on the first train.heldout_rows rows of `val` (drops keyed at step 0: the same inputs at every
+  // evaluation), every lm.eval_every steps. Collective, like run().
+  void enable_heldout(const Config& cfg, Communicator& comm, LmTrainData val);
+  int run();
+  T5Model& model() { return model_; }
+  Trainer& trainer() { return *trainer_; }
+
+ private:
+  // Encoder ids, mask and labels of rows of `d` at `step`; kept_share: the mean share of pieces kept.
+  void batch(const LmTrainData& d, const std::vector<int64_t>& rows, int64_t step, at::Tensor& ids, at::Tensor& mask,
+             at::Tensor& labels, double* kept_share) const;
+
+  LmTrainData data_, val_;
+  std::shared_ptr<SpmTokenizer> tok_;
+  T5Model model_{nullptr};
+  int64_t max_len_ = 32;
+  double min_drop_ = 0.15, max_drop_ = 1.0;
+  uint64_t seed_ = 0;
+  std::unique_ptr<Trainer> trainer_;
+};
+
+}  // namespace daei
