@@ -266,7 +266,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   DirLock lock;
   if (rank == 0) {
     try {
-      lock = DirLock(opt.cache_dir);
+      // The request itself first: a refused build leaves no folder behind (the lock would create it).
       DAEI_CHECK(!opt.clean || opt.split != "train" || opt.clean_train_reference,
                  "clean embeddings of the training split are outside the threat model (the attack sees only noisy "
                  "embeddings); they are built only for the clean-to-clean reference: set "
@@ -275,6 +275,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
                  emb.id());
       DAEI_CHECK(file_exists(opt.corpus_file), "cannot read corpus file {} (run `daei corpus build` first)",
                  opt.corpus_file);
+      lock = DirLock(opt.cache_dir);
       std::tie(plan.corpus_sha, plan.rows) = hash_and_count_lines(opt.corpus_file);
       DAEI_CHECK(plan.rows > 0, "corpus file {} has no rows", opt.corpus_file);
       plan.dim = emb.dim();
