@@ -259,14 +259,13 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
     }
     return shard_matches(p, w);  // intact but from another build: refuse (nothing overwritten)
   };
-  // Rank 0 locks the split folder (as the training stages lock theirs: a second build of the split is refused,
-  // naming its host and PID, before it removes anything), checks and plans; every rank gets the plan (or the error)
-  // by broadcast.
+  // Rank 0 checks the request, locks the split folder (as the training stages lock theirs: a second build of the
+  // split is refused, naming its host and PID, before it removes anything) and plans; every rank gets the plan (or
+  // the error) by broadcast.
   Plan plan;
   DirLock lock;
   if (rank == 0) {
     try {
-      lock = DirLock(opt.cache_dir);
       DAEI_CHECK(!opt.clean || opt.split != "train" || opt.clean_train_reference,
                  "clean embeddings of the training split are outside the threat model (the attack sees only noisy "
                  "embeddings); they are built only for the clean-to-clean reference: set "
@@ -275,6 +274,8 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
                  emb.id());
       DAEI_CHECK(file_exists(opt.corpus_file), "cannot read corpus file {} (run `daei corpus build` first)",
                  opt.corpus_file);
+      lock = DirLock(opt.cache_dir);  // after the checks above, which refuse without creating anything
+      if (opt.on_locked) opt.on_locked();
       std::tie(plan.corpus_sha, plan.rows) = hash_and_count_lines(opt.corpus_file);
       DAEI_CHECK(plan.rows > 0, "corpus file {} has no rows", opt.corpus_file);
       plan.dim = emb.dim();
