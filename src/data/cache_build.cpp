@@ -158,25 +158,6 @@ std::string shard_damage(const std::string& path, const ShardMeta& want) {
   return "";
 }
 
-// One pass over the corpus file: its SHA-256 and its number of lines (= rows).
-std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
-  Sha256 h;
-  std::vector<char> buf(1 << 20);
-  int64_t lines = 0;
-  char last = '\n';
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
-    h.update(buf.data(), n);
-    lines += std::count(buf.data(), buf.data() + n, '\n');
-    last = buf[n - 1];
-  }
-  DAEI_CHECK(!std::ferror(f.get()), "read error on {}", path);
-  if (last != '\n') ++lines;
-  return {h.hex(), lines};
-}
-
 void remove_temps(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   for (auto& e : fs::directory_iterator(dir))
