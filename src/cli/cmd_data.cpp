@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
-#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -61,20 +60,9 @@ bool g_clean = false;
 int run_cache_build(Context& ctx) {
   auto opt = CacheBuildOptions::from_config(ctx.config, ctx.run_dir, g_split);
   opt.clean = g_clean;
-  // The split folder's lock, taken before config.yaml is written (build_cache shares it): a second build of the
-  // split is refused, naming the holder, and leaves the run as it was.
-  DirLock lock;
-  std::string verdict;
-  if (ctx.comm->is_root()) {
-    try {
-      lock = DirLock(opt.cache_dir);
-    } catch (const std::exception& e) {
-      verdict = e.what();
-    }
-  }
-  verdict = ctx.comm->broadcast(verdict, 0);
-  if (!verdict.empty()) throw Error(verdict);
-  ctx.commit_config();
+  // config.yaml is written once build_cache holds the split's lock: a refused build (another one holds it, a bad
+  // request) leaves the run's config as it was.
+  opt.on_locked = [&ctx] { ctx.commit_config(); };
   if (noise_is_remote(ctx.config) && !file_exists(sigma_estimate_path(ctx.run_dir)))
     ctx.comm->run_on_root([&] { write_sigma_estimate(ctx.config, ctx.run_dir); });  // once per run, every split
   auto emb = make_run_embedder(ctx.config, ctx.run_dir);
@@ -93,7 +81,7 @@ SubcommandSpec cache_build_spec() {
         a.add_flag("--clean", g_clean, "also write clean embeddings (offline evaluation only) to cache/SPLIT/clean");
       },
       run_cache_build};
-  s.commits_config = true;  // after the split's lock (run_cache_build)
+  s.commits_config = true;  // under the split's lock (CacheBuildOptions::on_locked)
   return s;
 }
 

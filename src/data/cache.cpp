@@ -273,24 +273,9 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
   if (expect.dim >= 0)
     DAEI_CHECK(expect.dim == c->dim_, "{}: dimension mismatch: cache has {}-d vectors, expected {}", dir, c->dim_,
                expect.dim);
-  // The corpus the cache was built from: the run's corpus file by the folder layout, unless named or switched off.
-  if (expect.corpus_file != "-") {
-    std::string cf = expect.corpus_file;
-    if (cf.empty()) {
-      fs::path run = fs::path(dir).parent_path().parent_path();
-      if (clean) run = run.parent_path();
-      cf = (run / "corpus" / (split + ".jsonl")).string();
-    }
-    if (file_exists(cf)) {
-      const std::string got = sha256_file(cf);
-      DAEI_CHECK(got == corpus_sha, "{}: built from another corpus (corpus_sha256 {}…) than {} (SHA-256 {}…): the "
-                 "corpus changed after the cache was built; run `daei cache build --split {}` again into a new run "
-                 "or delete {}", dir, corpus_sha.substr(0, 12), cf, got.substr(0, 12), split, dir);
-    } else {
-      DAEI_CHECK(expect.corpus_file.empty(), "{}: cannot read corpus file {} to check the cache against it", dir,
-                 cf);
-    }
-  }
+  // The corpus the cache was built from (hash and row count): the run's corpus file by the folder layout, unless
+  // named or switched off.
+  check_covers_corpus(dir, man, expect.corpus_file, split, clean);
   int64_t next = 0;
   const hid_t vec_type = c->dtype_ == "float16" ? f16_type() : H5T_NATIVE_FLOAT;
   const size_t vec_elem = elem_size(c->dtype_);
@@ -529,6 +514,7 @@ VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
   json man = read_manifest(dir, split);
   const std::string kind = clean ? "clean" : "noisy";
   DAEI_CHECK(man.value("kind", "") == kind, "{}: manifest kind '{}', expected '{}'", dir, man.value("kind", ""), kind);
+  check_covers_corpus(dir, man, "", split, clean);  // the run's corpus, when it has one (hyp-train has none)
   VerifyResult r;
   r.rows = man.at("rows");
   r.dim = man.at("dim");

@@ -14,6 +14,7 @@
 // (uint64 LE) ‖ text bytes. It does not depend on the shard size or on how many ranks wrote the cache.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct CacheBuildOptions {
   bool clean = false;          // also write clean/ (offline evaluation only)
   bool clean_train_reference = false;  // allow clean embeddings of the training split (clean-to-clean reference)
   double max_rows_per_s = 0;   // per-rank query rate limit (0 = none): be gentle with a remote service
+  // Called on rank 0 once the request passed its checks and the split's lock is held, before anything is written
+  // (`daei cache build` saves config.yaml there).
+  std::function<void()> on_locked;
   static CacheBuildOptions from_config(const Config& cfg, const std::string& run_dir, const std::string& split);
 };
 

@@ -158,25 +158,6 @@ std::string shard_damage(const std::string& path, const ShardMeta& want) {
   return "";
 }
 
-// One pass over the corpus file: its SHA-256 and its number of lines (= rows).
-std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
-  Sha256 h;
-  std::vector<char> buf(1 << 20);
-  int64_t lines = 0;
-  char last = '\n';
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
-    h.update(buf.data(), n);
-    lines += std::count(buf.data(), buf.data() + n, '\n');
-    last = buf[n - 1];
-  }
-  DAEI_CHECK(!std::ferror(f.get()), "read error on {}", path);
-  if (last != '\n') ++lines;
-  return {h.hex(), lines};
-}
-
 void remove_temps(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   for (auto& e : fs::directory_iterator(dir))
@@ -259,14 +240,13 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
     }
     return shard_matches(p, w);  // intact but from another build: refuse (nothing overwritten)
   };
-  // Rank 0 locks the split folder (as the training stages lock theirs: a second build of the split is refused,
-  // naming its host and PID, before it removes anything), checks and plans; every rank gets the plan (or the error)
-  // by broadcast.
+  // Rank 0 checks the request, locks the split folder (as the training stages lock theirs: a second build of the
+  // split is refused, naming its host and PID, before it removes anything) and plans; every rank gets the plan (or
+  // the error) by broadcast.
   Plan plan;
   DirLock lock;
   if (rank == 0) {
     try {
-      // The request itself first: a refused build leaves no folder behind (the lock would create it).
       DAEI_CHECK(!opt.clean || opt.split != "train" || opt.clean_train_reference,
                  "clean embeddings of the training split are outside the threat model (the attack sees only noisy "
                  "embeddings); they are built only for the clean-to-clean reference: set "
@@ -275,7 +255,8 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
                  emb.id());
       DAEI_CHECK(file_exists(opt.corpus_file), "cannot read corpus file {} (run `daei corpus build` first)",
                  opt.corpus_file);
-      lock = DirLock(opt.cache_dir);
+      lock = DirLock(opt.cache_dir);  // after the checks above, which refuse without creating anything
+      if (opt.on_locked) opt.on_locked();
       std::tie(plan.corpus_sha, plan.rows) = hash_and_count_lines(opt.corpus_file);
       DAEI_CHECK(plan.rows > 0, "corpus file {} has no rows", opt.corpus_file);
       plan.dim = emb.dim();

@@ -262,6 +262,48 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
   return digest;
 }
 
+// One pass over the corpus file: its SHA-256 and its number of lines (= rows).
+std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  int64_t lines = 0;
+  char last = '\n';
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    h.update(buf.data(), n);
+    lines += std::count(buf.data(), buf.data() + n, '\n');
+    last = buf[n - 1];
+  }
+  DAEI_CHECK(!std::ferror(f.get()), "read error on {}", path);
+  if (last != '\n') ++lines;
+  return {h.hex(), lines};
+}
+
+void check_covers_corpus(const std::string& dir, const nlohmann::json& man, const std::string& corpus_file,
+                         const std::string& split, bool clean) {
+  if (corpus_file == "-") return;
+  std::string cf = corpus_file;
+  if (cf.empty()) {  // the run's corpus by the folder layout
+    fs::path run = fs::path(dir).parent_path().parent_path();
+    if (clean) run = run.parent_path();
+    cf = (run / "corpus" / (split + ".jsonl")).string();
+  }
+  if (!file_exists(cf)) {
+    DAEI_CHECK(corpus_file.empty(), "{}: cannot read corpus file {} to check the cache against it", dir, cf);
+    return;
+  }
+  const std::string want_sha = man.value("corpus_sha256", "");
+  const int64_t want_rows = man.value("rows", int64_t(-1));
+  const auto [sha, rows] = hash_and_count_lines(cf);
+  DAEI_CHECK(sha == want_sha, "{}: built from another corpus (corpus_sha256 {}…) than {} (SHA-256 {}…): the corpus "
+             "changed after the cache was built; run `daei cache build --split {}` again into a new run or delete {}",
+             dir, want_sha.substr(0, 12), cf, sha.substr(0, 12), split, dir);
+  DAEI_CHECK(rows == want_rows, "{}: the manifest lists {} rows but the corpus {} has {}: the cache does not cover "
+             "its corpus; run `daei cache build --split {}` again", dir, want_rows, cf, rows, split);
+}
+
 std::string shard_name(int64_t s) { return fmt::format("shard-{:05d}.h5", s); }
 
 // Clean shards: same rows, dataset "clean", always float32, marked offline_eval_only.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 #include <torch/types.h>
 
@@ -66,6 +67,14 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
 std::string shard_name(int64_t s);
 ShardMeta clean_meta(ShardMeta m);
 nlohmann::json read_manifest(const std::string& dir, const std::string& split_hint);
+// One pass over a corpus file: its SHA-256 and its number of lines (= rows).
+std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path);
+// The manifest `man` of the cache folder `dir` against the corpus of its split: the same SHA-256 and as many rows
+// (a cache that lost shards, or a changed corpus, is refused naming both). corpus_file "": the run's corpus by the
+// folder layout (runs/NAME/corpus/SPLIT.jsonl next to runs/NAME/cache/SPLIT[/clean]), checked when it exists;
+// "-": not checked; another path: that file, which must exist.
+void check_covers_corpus(const std::string& dir, const nlohmann::json& man, const std::string& corpus_file,
+                         const std::string& split, bool clean);
 
 }  // namespace cache_detail
 }  // namespace daei
