@@ -144,6 +144,7 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
 int run(Context& ctx) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   auto steps = plan(ctx);
+  if (!g_dry_run) ctx.commit_config();
   if (g_dry_run) {
     if (ctx.comm->is_root()) print_dry_run(ctx, steps);
     return kExitOk;
@@ -184,14 +185,21 @@ int run(Context& ctx) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{{"pipeline"},
-                               "every step in order (corpus, caches, stages 1–4, baselines, eval), skipping what is "
-                               "complete and resuming what is partial; --dry-run prints the plan",
-                               [](CLI::App& app) {
-                                 app.add_flag("--dry-run", g_dry_run,
-                                              "print the steps, their inputs and outputs and the batch arithmetic");
-                               },
-                               run});
+SubcommandSpec spec() {
+  SubcommandSpec s{{"pipeline"},
+                   "every step in order (corpus, caches, stages 1–4, baselines, eval), skipping what is complete and "
+                   "resuming what is partial; --dry-run prints the plan",
+                   [](CLI::App& app) {
+                     g_dry_run = false;
+                     app.add_flag("--dry-run", g_dry_run,
+                                  "print the steps, their inputs and outputs and the batch arithmetic");
+                   },
+                   run};
+  s.commits_config = true;  // run() saves config.yaml, except on --dry-run (a plan changes nothing)
+  return s;
+}
+
+DAEI_SUBCOMMAND(spec());
 
 }  // namespace
 }  // namespace daei::cli

@@ -120,6 +120,11 @@ grep -q "\[noisy-corrector\] warm start: .* tensors from .*noisy-inverter/final/
   fail "the vanilla corrector not warm-started from the noisy inverter"
 grep -q "| daei |" "$R/eval/results.md" || fail "results.md has no daei row"
 
+# A dry run over the finished run, with a changed harmless key, leaves config.yaml as it was.
+cp "$R/config.yaml" "$T/config.dry"
+"$D" pipeline --dry-run --config "$T/toy.yaml" --set train.log_every=7 >"$T/dry2.log" 2>&1 || { cat "$T/dry2.log"; fail "dry run"; }
+cmp -s "$T/config.dry" "$R/config.yaml" || fail "pipeline --dry-run rewrote config.yaml"
+
 # A second run does no work.
 "${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run2.log" 2>&1 || { tail -30 "$T/run2.log"; fail "second run"; }
 grep -q "skipped (complete)" "$T/run2.log" || { cat "$T/run2.log"; fail "nothing reported as skipped"; }
