@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/corrector.h"
+#include "model/embedder.h"
 #include "model/generate.h"
 #include "model/tokenizer_spm.h"
 
@@ -70,22 +71,11 @@ at::Tensor query_chunked(const QueryFn& query, const std::vector<std::string>& t
   return parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
 }
 
-std::string averaging_query_key(const std::string& key, int64_t j) {
-  return j == 0 ? key : key + "/q" + std::to_string(j);
-}
-
 at::Tensor query_averaged(const QueryFn& query, const std::vector<std::string>& texts,
                           const std::vector<std::string>& keys, int64_t k, int64_t chunk) {
   DAEI_CHECK(k >= 1, "correction: queries_per_candidate must be >= 1, got {}", k);
-  if (k == 1) return query_chunked(query, texts, keys, chunk);
-  std::vector<std::string> t, q;
-  for (size_t i = 0; i < texts.size(); ++i)
-    for (int64_t j = 0; j < k; ++j) {
-      t.push_back(texts[i]);
-      q.push_back(averaging_query_key(keys[i], j));
-    }
-  at::Tensor all = query_chunked(query, t, q, chunk * k);
-  return all.view({static_cast<int64_t>(texts.size()), k, -1}).mean(1);
+  return mean_of_queries([&](const auto& t, const auto& q) { return query_chunked(query, t, q, chunk * k); }, texts,
+                         keys, k);
 }
 
 namespace {

@@ -85,11 +85,7 @@ std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const s
 // hypothesis-cache keys ("hyp/...").
 std::string correction_query_key(const std::string& text_id, int64_t round, int64_t candidate);
 
-// The key of query j (0-based) of a candidate whose first key is `key`: the key itself for j = 0 (k = 1 changes
-// nothing), "<key>/q<j>" after.
-std::string averaging_query_key(const std::string& key, int64_t j);
-
-// The mean of k queries of each text (keys by averaging_query_key), one black-box call per chunk of texts × k.
+// The mean of k queries of each text (model/embedder.h: mean_of_queries), in chunks of `chunk` texts × k.
 at::Tensor query_averaged(const QueryFn& query, const std::vector<std::string>& texts,
                           const std::vector<std::string>& keys, int64_t k, int64_t chunk);
 

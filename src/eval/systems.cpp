@@ -13,6 +13,7 @@
 #include "eval/clean_cache.h"
 #include "eval/correction.h"
 #include "eval/dae_table.h"
+#include "eval/metrics.h"
 #include "eval/zsinvert.h"
 #include "model/corrector.h"
 #include "model/embedder.h"
@@ -26,11 +27,6 @@
 namespace daei {
 
 namespace {
-double metrics_mean(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m += x / static_cast<double>(std::max<size_t>(1, v.size()));
-  return m;
-}
 // The inverter-only row a corrected row starts from (its round 0).
 std::string round0_system(const CorrectorChain& chain) {
   return chain.inverter_stage == "stage3" ? "joint-no-corrector"
@@ -113,7 +109,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
           for (const auto& qs : r.round_queries) run.round_queries.emplace_back(qs.begin(), qs.end());
         }
         LOG_INFO("[eval] {} on {}: {} correction rounds run, answer of round {}, {:.1f} queries per text", system,
-                 sp.name, r.steps, t, metrics_mean(run.queries));
+                 sp.name, r.steps, t, metrics::mean(run.queries));
         return run;
       };
     };
@@ -154,8 +150,8 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
         for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
         LOG_INFO("[eval] {} on {}: the first {} of {} texts, attacker's cos {:.4f} (after stage A {:.4f}), {:.1f} "
                  "queries per text",
-                 name, sp.name, n, sp.noisy.size(0), metrics_mean(r.best_cos), metrics_mean(r.stage_a_cos),
-                 metrics_mean(run.queries));
+                 name, sp.name, n, sp.noisy.size(0), metrics::mean(r.best_cos), metrics::mean(r.stage_a_cos),
+                 metrics::mean(run.queries));
         return run;
       };
     }

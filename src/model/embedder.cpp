@@ -331,4 +331,22 @@ const std::vector<std::string>& calibration_texts() {
   return t;
 }
 
+std::string averaging_query_key(const std::string& key, int64_t j) {
+  return j == 0 ? key : key + "/q" + std::to_string(j);
+}
+
+at::Tensor mean_of_queries(const TextQuery& query, const std::vector<std::string>& texts,
+                           const std::vector<std::string>& keys, int64_t k) {
+  DAEI_CHECK(k >= 1, "queries per text must be >= 1, got {}", k);
+  DAEI_CHECK(texts.size() == keys.size(), "query: {} texts but {} keys", texts.size(), keys.size());
+  if (k == 1) return query(texts, keys);
+  std::vector<std::string> t, q;
+  for (size_t i = 0; i < texts.size(); ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      t.push_back(texts[i]);
+      q.push_back(averaging_query_key(keys[i], j));
+    }
+  return query(t, q).view({static_cast<int64_t>(texts.size()), k, -1}).mean(1);
+}
+
 }  // namespace daei

@@ -127,4 +127,12 @@ double release_sigma(const Config& cfg, const std::string& run_dir);
 // make_embedder with the run's σ (release_sigma): what every step of a run that queries the release uses.
 std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& run_dir);
 
+// Query averaging: an attacker that pays k queries for a text gets the mean of k answers, each with its own noise
+// key — the text's key for query 0 (k = 1 changes nothing), "<key>/q<j>" for query j ≥ 1. `query` is any black box
+// (the noisy embedder, its HTTP client, a chunking wrapper); it is called once with every text repeated k times.
+using TextQuery = std::function<at::Tensor(const std::vector<std::string>& texts, const std::vector<std::string>& keys)>;
+std::string averaging_query_key(const std::string& key, int64_t j);
+at::Tensor mean_of_queries(const TextQuery& query, const std::vector<std::string>& texts,
+                           const std::vector<std::string>& keys, int64_t k);
+
 }  // namespace daei

@@ -48,19 +48,6 @@ std::string hypothesis_query_key(int64_t round, int64_t id, const std::string& t
   return "hyp/r" + std::to_string(round) + "/" + std::to_string(id) + "/" + text;
 }
 
-at::Tensor embed_averaged(const NoisyEmbedder& emb, const std::vector<std::string>& texts,
-                          const std::vector<std::string>& keys, int64_t k) {
-  DAEI_CHECK(k >= 1, "hypotheses.queries_per_text must be >= 1, got {}", k);
-  if (k == 1) return emb.embed(texts, keys);
-  std::vector<std::string> t, q;
-  for (size_t i = 0; i < texts.size(); ++i)
-    for (int64_t j = 0; j < k; ++j) {
-      t.push_back(texts[i]);
-      q.push_back(j == 0 ? keys[i] : keys[i] + "/q" + std::to_string(j));
-    }
-  return emb.embed(t, q).view({static_cast<int64_t>(texts.size()), k, -1}).mean(1);
-}
-
 namespace {
 
 void hash_module(Sha256& h, const torch::nn::Module& m) {
@@ -239,7 +226,8 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
       }
       std::vector<std::string> keys;
       for (int64_t i = b; i < e; ++i) keys.push_back(hypothesis_query_key(opt.round, ids[i], bt[i - b]));
-      at::Tensor q = embed_averaged(emb, bt, keys, opt.queries_per_text);
+      at::Tensor q = mean_of_queries([&emb](const auto& t, const auto& k) { return emb.embed(t, k); }, bt, keys,
+                                     opt.queries_per_text);
       DAEI_CHECK(q.dim() == 2 && q.size(0) == e - b && q.size(1) == plan.dim,
                  "the embedder returned ({}) for {} texts, expected {}-d rows",
                  fmt::format("{}", fmt::join(q.sizes(), ", ")), e - b, plan.dim);

@@ -18,8 +18,6 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <vector>
-#include <torch/types.h>
 
 namespace daei {
 
@@ -41,7 +39,7 @@ struct HypothesisCacheOptions {
   int64_t shard_rows = 20000;
   int64_t max_rows = 0;         // the first N training rows only (stage 4 needs steps × batch); 0 = all
   std::string dtype = "float16";  // float16 | float32, as the other caches
-  int64_t queries_per_text = 1;   // k: a hypothesis' embedding is the mean of k queries (keys "<key>/q<j>", j ≥ 1)
+  int64_t queries_per_text = 1;   // k: a hypothesis' embedding is the mean of k queries (mean_of_queries)
   // From config: cache.shard_rows, cache.dtype, hypotheses.batch_size, max_length = inverter.max_length_eval, and
   // max_rows = hypotheses.max_rows for the train split, train.heldout_rows for another (the held-out CE's rows);
   // run_dir/cache/<source_split> → run_dir/cache/<split>.
@@ -56,11 +54,6 @@ struct HypothesisCacheResult {
   std::string source_sha256;
   double seconds = 0;
 };
-
-// The mean of k queries of each text: the first under its key, query j ≥ 1 under "<key>/q<j>" (as the correction's
-// averaging_query_key), one call of the embedder.
-at::Tensor embed_averaged(const NoisyEmbedder& emb, const std::vector<std::string>& texts,
-                          const std::vector<std::string>& keys, int64_t k);
 
 // "hyp/r<round>/<id>/<text>".
 std::string hypothesis_query_key(int64_t round, int64_t id, const std::string& text);
