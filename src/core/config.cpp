@@ -338,10 +338,19 @@ void Config::validate() const {
   }
 }
 
-void Config::merge_file(const std::string& path) {
+// A file's `base: OTHER.yaml` (relative to the file's folder) is merged first, so a follow-up config such as
+// sigma-sweep.yaml states only what it changes and cannot drift from the run it follows. `chain` holds the files
+// that named this one, for the cycle check.
+static void merge_file_chain(Config& config, const std::string& path, std::vector<std::string> chain) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw UsageError(fmt::format("{}: is a directory, not a config file", path));
+  const std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
+  for (const auto& c : chain)
+    if (c == canonical)
+      throw UsageError(fmt::format("{}: base configs form a cycle: {} -> {}", chain.front(), fmt::join(chain, " -> "),
+                                   canonical));
+  chain.push_back(canonical);
   YAML::Node overlay;
   try {
     overlay = YAML::LoadFile(path);
@@ -352,8 +361,21 @@ void Config::merge_file(const std::string& path) {
   }
   if (!overlay || overlay.IsNull()) return;
   if (!overlay.IsMap()) throw UsageError(fmt::format("{}: a config file must be a YAML mapping", path));
-  merge_yaml(overlay, path);
+  if (const YAML::Node base = overlay["base"]) {
+    if (!base.IsScalar() || base.Scalar().empty())
+      throw UsageError(fmt::format("{}: 'base' must name a config file (a path relative to this file)", path));
+    if (chain.size() > 8) throw UsageError(fmt::format("{}: more than 8 nested base configs", path));
+    const std::filesystem::path p(base.Scalar());
+    const std::string base_path = p.is_absolute() ? p.string() : (std::filesystem::path(path).parent_path() / p).string();
+    if (!std::filesystem::exists(base_path, ec))
+      throw UsageError(fmt::format("{}: base config '{}' not found ({})", path, base.Scalar(), base_path));
+    merge_file_chain(config, base_path, chain);
+    overlay.remove("base");
+  }
+  config.merge_yaml(overlay, path);
 }
+
+void Config::merge_file(const std::string& path) { merge_file_chain(*this, path, {}); }
 
 void Config::merge_yaml(const YAML::Node& overlay, const std::string& source) {
   check_unique_keys(overlay, "", source);

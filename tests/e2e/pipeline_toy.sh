@@ -149,6 +149,14 @@ grep -q "change no saved work (accepted): eval.samples, train.log_every" "$T/run
 grep -q "log_every: 3" "$R/config.yaml" || fail "config.yaml does not hold the accepted value"
 cmp -s "$T/config.before" "$R"/config.history/*.yaml || fail "the previous config was not kept in config.history/"
 
+# A follow-up config extends the run's own with `base:`, as configs/sigma-sweep.yaml extends quickstart.yaml: its
+# documented commands, a dry run and the noise sweep, are accepted over the finished run (issue 26 item 2).
+printf 'base: toy.yaml\neval:\n  sweep: true\n' >"$T/follow.yaml"
+"$D" pipeline --dry-run --config "$T/follow.yaml" >"$T/follow_dry.log" 2>&1 || { cat "$T/follow_dry.log"; fail "follow-up dry run"; }
+"$D" eval --config "$T/follow.yaml" --sigma 0.03,0.05 >"$T/follow_sweep.log" 2>&1 ||
+  { tail -20 "$T/follow_sweep.log"; fail "follow-up noise sweep"; }
+grep -q '"sigma": 0.05' "$R/eval/sigma_sweep.json" || fail "the follow-up sweep did not write sigma_sweep.json"
+
 # ZSInvert (issue 23): zsinvert.enabled adds the lm step (the generator, texts only) to the pipeline; eval then has
 # the zsinvert and zsinvert-dae rows, run on the first zsinvert.max_texts texts, with their queries counted.
 ZS=(--set zsinvert.enabled=true --set lm.steps=3 --set lm.batch_size=16 --set lm.warmup_steps=1 --set lm.eval_every=3

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "core/config.h"
@@ -94,4 +95,45 @@ TEST(Config, ReadingAMissingKeyDoesNotAddIt) {
   EXPECT_FALSE(c.has("run.nosuch"));
   EXPECT_FALSE(c.has("nosuch.deeper"));
   EXPECT_EQ(c.dump(), before);
+}
+
+// A follow-up config extends the run's config with `base:` (issue 26 item 2): the base's keys, then its own.
+TEST(Config, BaseFileIsMergedFirstRelativeToTheFile) {
+  const std::string dir = ::testing::TempDir() + "base_chain/";
+  std::filesystem::create_directories(dir + "sub");
+  std::ofstream(dir + "root.yaml") << "run:\n  name: rootrun\n  seed: 5\nstage1:\n  steps: 77\n";
+  std::ofstream(dir + "sub/follow.yaml") << "base: ../root.yaml\nrun:\n  seed: 6\n";
+  auto c = Config::load(dir + "sub/follow.yaml", {});
+  EXPECT_EQ(c.str("run.name"), "rootrun");    // from the base
+  EXPECT_EQ(c.integer("stage1.steps"), 77);   // from the base
+  EXPECT_EQ(c.integer("run.seed"), 6);        // the follow-up wins
+  EXPECT_FALSE(c.has("base"));                // not a config key of the run
+}
+
+TEST(Config, BaseErrorsNameTheFile) {
+  const std::string dir = ::testing::TempDir() + "base_bad/";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "a.yaml") << "base: b.yaml\n";
+  std::ofstream(dir + "b.yaml") << "base: a.yaml\n";
+  std::ofstream(dir + "missing.yaml") << "base: nowhere.yaml\n";
+  std::ofstream(dir + "list.yaml") << "base: [a.yaml]\n";
+  auto message = [](const std::string& f) {
+    try {
+      Config::load(f, {});
+    } catch (const daei::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(dir + "a.yaml").find("base configs form a cycle"), std::string::npos) << message(dir + "a.yaml");
+  EXPECT_NE(message(dir + "missing.yaml").find("base config 'nowhere.yaml' not found"), std::string::npos);
+  EXPECT_NE(message(dir + "list.yaml").find("'base' must name a config file"), std::string::npos);
+}
+
+// configs/sigma-sweep.yaml follows the quickstart run: it resolves to the quickstart's config plus the sweep.
+TEST(Config, SigmaSweepExtendsQuickstart) {
+  const auto q = Config::load(DAEI_FIXTURES "/../../configs/quickstart.yaml", {});
+  const auto s = Config::load(DAEI_FIXTURES "/../../configs/sigma-sweep.yaml", {});
+  for (const auto& k : Config::diff(q, s)) EXPECT_EQ(k.rfind("eval.", 0), 0u) << k << " differs";
+  EXPECT_TRUE(s.flag("eval.sweep"));
 }
