@@ -289,6 +289,9 @@ class ConnectionThreads final : public httplib::TaskQueue {
   bool shutdown_ = false;
 };
 
+// Bodies over max_body_bytes up to this size are read and discarded before the 413 goes out (see the constructor).
+size_t drain_limit(const ServerOptions& o) { return o.max_body_bytes + (size_t(16) << 20); }
+
 // Set by the body reader when the body went over the limit, read by the error handler (same thread).
 thread_local bool t_body_too_large = false;
 }  // namespace
@@ -300,7 +303,10 @@ EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std:
              "server.max_batch, max_body_bytes, threads, max_connections and read_timeout_s must be > 0");
   const size_t max_conn = size_t(opt_.max_connections);
   srv_->new_task_queue = [max_conn] { return new ConnectionThreads(max_conn); };
-  srv_->set_payload_max_length(opt_.max_body_bytes);
+  // A body over max_body_bytes but under the drain limit is read and discarded before the 413 goes out: a client
+  // that sends its whole body before reading (Python's http.client) would otherwise meet a reset and never see
+  // the 413. Larger declared bodies are refused at once, unread.
+  srv_->set_payload_max_length(drain_limit(opt_));
   const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(opt_.read_timeout_s));
   srv_->set_read_timeout(time_t(to.count() / 1000000), time_t(to.count() % 1000000));
   srv_->set_write_timeout(10, 0);
@@ -349,7 +355,7 @@ EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std:
       const unsigned long long n = std::strtoull(len.c_str(), &end, 10);
       if (len.empty() || *end != '\0' || errno != 0 || len[0] == '-')
         return refuse(400, "bad Content-Length");
-      if (n > opt_.max_body_bytes) return refuse(413, "request body too large");
+      if (n > drain_limit(opt_)) return refuse(413, "request body too large");
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
@@ -357,12 +363,14 @@ EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std:
   srv_->Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res,
                                       const httplib::ContentReader& content_reader) {
     // The body, counted as it arrives: chunked and unframed bodies stop at max_body_bytes as well.
+    // Past the limit the rest is drained unkept, up to drain_limit(opt_) in all (httplib's payload limit).
     std::string body;
     bool too_large = false;
     const bool ok = content_reader([&](const char* data, size_t len) {
-      if (body.size() + len > opt_.max_body_bytes) {
+      if (too_large || body.size() + len > opt_.max_body_bytes) {
         too_large = true;
-        return false;
+        body.clear();
+        return true;
       }
       body.append(data, len);
       return true;
