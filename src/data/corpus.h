@@ -5,12 +5,16 @@
 // shuffle, and exact duplicates end up adjacent, where the merge drops them. Memory therefore does not grow with
 // the corpus. The splits take the shuffled stream in order: test, val, then train (capped by train_size and the
 // total cap max_examples).
+//
+// corpus_sources.cpp reads and normalises the sources; corpus.cpp sorts, splits and writes.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "core/utf8.h"
 
 namespace daei {
 
@@ -23,9 +27,11 @@ struct CorpusStats {
   double seconds = 0;
 };
 
-// Whitespace runs → one space, trimmed. Returns false (and leaves out untouched) for invalid UTF-8.
+// Whitespace runs → one space, trimmed. Returns false (and leaves out untouched) for invalid UTF-8 (valid_utf8,
+// core/utf8.h).
 bool normalize_text(const std::string& in, std::string& out);
-bool valid_utf8(const std::string& s);
+// Words of a normalised text: runs of non-space characters.
+int64_t count_words(const std::string& s);
 
 // The text sources. Each calls emit(text) for every raw text; errors name the file.
 void read_wordnet(const std::string& dir, const std::function<void(std::string)>& emit);

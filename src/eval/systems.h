@@ -6,7 +6,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
-#include "eval/evaluate.h"
+#include "eval/system_spec.h"
 #include "model/dae.h"
 #include "model/inverter.h"
 #include "model/tokenizer_spm.h"

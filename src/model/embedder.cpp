@@ -15,7 +15,6 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/sha256.h"
-#include "model/http_embedder.h"
 
 namespace daei {
 namespace fs = std::filesystem;
@@ -212,20 +211,6 @@ std::string asset_dir(const Config& cfg) {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/daei";
   const char* home = std::getenv("HOME");
   return std::string(home ? home : ".") + "/.cache/daei";
-}
-
-std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg);  // transformer_embedder.cpp
-
-std::shared_ptr<Embedder> make_clean_embedder(const Config& cfg) {
-  const std::string kind = cfg.str("embedder.kind");
-  if (kind == "glove") {
-    std::string dir = cfg.str("embedder.glove_dir");
-    if (dir.empty()) dir = asset_dir(cfg) + "/glove-100d";
-    return std::make_shared<GloveEmbedder>(dir);
-  }
-  if (kind == "http") return std::make_shared<HttpEmbedder>(HttpEmbedderOptions::from_config(cfg));
-  if (kind == "t5" || kind == "bert") return make_transformer_embedder(cfg);
-  throw UsageError(fmt::format("embedder.kind must be glove, http, t5 or bert, got '{}'", kind));
 }
 
 bool noise_is_remote(const Config& cfg) {

@@ -95,7 +95,7 @@ class NoisyEmbedder {
 
 // The asset cache: assets.dir, else $DAEI_ASSETS, else ${XDG_CACHE_HOME:-$HOME/.cache}/daei.
 std::string asset_dir(const Config& cfg);
-// The clean embedder the config names (embedder.kind = glove | http | t5 | bert).
+// The clean embedder the config names (embedder.kind = glove | http | t5 | bert); embedder_factory.cpp.
 std::shared_ptr<Embedder> make_clean_embedder(const Config& cfg);
 // The release interface: make_clean_embedder + embedder.sigma / noise_seed / noise_source.
 std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg);

@@ -1,6 +1,7 @@
 #include "model/tokenizer_wordpiece.h"
 
 #include "core/utf8.h"
+#include "model/unicode_classes.h"
 
 #include <algorithm>
 #include <fstream>
@@ -11,22 +12,12 @@
 namespace daei {
 namespace {
 
-struct CpRange {
-  uint32_t lo, hi;
-};
 struct CpMap {
   uint32_t cp;
   uint32_t to[4];
 };
 
 #include "model/unicode_tables.inc"
-
-template <size_t N>
-bool in_ranges(const CpRange (&r)[N], char32_t c) {
-  auto it = std::upper_bound(std::begin(r), std::end(r), static_cast<uint32_t>(c),
-                             [](uint32_t v, const CpRange& x) { return v < x.lo; });
-  return it != std::begin(r) && c <= (it - 1)->hi;
-}
 
 template <size_t N>
 const CpMap* find_map(const CpMap (&m)[N], char32_t c) {
@@ -60,7 +51,7 @@ std::vector<std::u32string> split_ws(const std::u32string& s) {
   std::vector<std::u32string> out;
   std::u32string cur;
   for (char32_t c : s) {
-    if (in_ranges(kPySpace, c)) {
+    if (is_python_space(c)) {
       if (!cur.empty()) out.push_back(std::move(cur));
       cur.clear();
     } else {
@@ -136,46 +127,18 @@ std::vector<std::u32string> split_on_punc(const std::u32string& s) {
   return out;
 }
 
-}  // namespace
-
-std::u32string utf8_to_u32(const std::string& s) {
-  std::u32string out;
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    unsigned char b = p[i];
-    int len = 0;
-    char32_t cp = 0;
-    if (b < 0x80) {
-      out.push_back(b);
-      ++i;
-      continue;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      len = 2, cp = b & 0x1F;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3, cp = b & 0x0F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4, cp = b & 0x07;
-    } else {
-      ++i;  // invalid lead byte
-      continue;
-    }
-    size_t k = 1;
-    for (; k < static_cast<size_t>(len) && i + k < n && (p[i + k] & 0xC0) == 0x80; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-    const bool complete = k == static_cast<size_t>(len);
-    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (complete && !overlong && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF)) out.push_back(cp);
-    i += k;
-  }
-  return out;
-}
+// UTF-8 <-> code points. Invalid bytes are dropped (Python's decode(errors="ignore")), as BERT reads text.
+std::u32string utf8_to_u32(const std::string& s) { return decode_utf8(s, InvalidUtf8::kDrop); }
 
 std::string u32_to_utf8(const std::u32string& s) {
   std::string out;
   for (char32_t c : s) append_utf8(out, c);
   return out;
 }
+
+}  // namespace
+
+bool is_python_space(char32_t c) { return in_ranges(kPySpace, c); }
 
 WordPieceTokenizer::WordPieceTokenizer(const std::string& path, bool lower, int max_chars) {
   std::ifstream in(path);

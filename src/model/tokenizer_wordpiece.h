@@ -14,10 +14,6 @@
 
 namespace daei {
 
-// UTF-8 <-> code points. Invalid bytes are dropped (Python's decode(errors="ignore")).
-std::u32string utf8_to_u32(const std::string& s);
-std::string u32_to_utf8(const std::u32string& s);
-
 class WordPieceTokenizer {
  public:
   // vocab.txt: one token a line, id = line number.

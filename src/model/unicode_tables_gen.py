@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generates unicode_tables.inc for the WordPiece basic tokenizer from Python's unicodedata (the data the
 reference BERT tokenization.py uses). Run: /usr/bin/python3 src/model/unicode_tables_gen.py
-Tables: general-category ranges (P*, Zs, Cc/Cf, Mn), str.isspace() ranges, cased / case-ignorable ranges
-(for the final-sigma rule of str.lower()), str.lower() mappings and canonical (NFD) decompositions.
+Tables: general-category ranges (P*, Zs, Cc/Cf, Mn), str.isspace() ranges (also the text metrics' \\s, through
+model/unicode_classes.h), cased / case-ignorable ranges (for the final-sigma rule of str.lower()), str.lower()
+mappings and canonical (NFD) decompositions.
 Hangul syllables are decomposed algorithmically in the C++ code and are not in the NFD table."""
 import os
 import sys
@@ -33,7 +34,7 @@ IGNORABLE_WB = set(map(ord, ":\u00b7\u0387\u05f4\u2027\ufe13\ufe55\uff1a.\u2018\
 
 
 def emit_ranges(f, name, rs):
-    f.write(f"static const CpRange {name}[] = {{\n")
+    f.write(f"static const CodePointRange {name}[] = {{\n")
     for i in range(0, len(rs), 6):
         f.write("  " + " ".join(f"{{0x{a:X}, 0x{b:X}}}," for a, b in rs[i:i + 6]) + "\n")
     f.write("};\n\n")

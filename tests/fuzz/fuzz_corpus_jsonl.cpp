@@ -1,4 +1,4 @@
-// libFuzzer target for the corpus JSON-lines readers (src/data/corpus.cpp): the input as a user .jsonl source
+// libFuzzer target for the corpus JSON-lines readers (src/data/corpus*.cpp): the input as a user .jsonl source
 // (read_user_file, field "text", each text normalised) and as a built split (for_each_corpus_row). Each must
 // refuse with a daei::Error naming the file or deliver valid UTF-8 text. Build and run: tests/fuzz/run_fuzz.sh
 #include <unistd.h>

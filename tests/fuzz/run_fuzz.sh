@@ -5,7 +5,7 @@
 #   config            src/core/config.cpp               (YAML config loader, --set, value rules)
 #   embedding_request src/model/embedding_request.cpp   (serve-embedder's request body parser)
 #   manifest          src/data/cache_manifest.cpp       (cache manifest reader)
-#   corpus_jsonl      src/data/corpus.cpp               (user .jsonl sources and built splits)
+#   corpus_jsonl      src/data/corpus*.cpp              (user .jsonl sources and built splits)
 # Run it at low priority on a shared machine: nice -n 19 tests/fuzz/run_fuzz.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,8 +67,8 @@ for t in "${TARGETS[@]}"; do
 JSON
       run manifest -max_len=2048 ;;
     corpus_jsonl)
-      build corpus_jsonl src/data/corpus.cpp src/core/config.cpp src/core/error.cpp src/core/fsutil.cpp \
-        src/core/log.cpp -lyaml-cpp -lspdlog -lfmt
+      build corpus_jsonl src/data/corpus.cpp src/data/corpus_sources.cpp src/core/config.cpp src/core/error.cpp \
+        src/core/fsutil.cpp src/core/log.cpp -lyaml-cpp -lspdlog -lfmt
       mkdir -p "$OUT/corpus_corpus_jsonl"
       printf '{"id": 0, "text": "The cat sat.", "source": "x"}\n{"id": 1, "text": "A  dog\\tran"}\n' \
         >"$OUT/corpus_corpus_jsonl/s1"
