@@ -14,6 +14,7 @@
 #include "eval/evaluate.h"
 #include "eval/sweep.h"
 #include "eval/systems.h"
+#include "model/dae.h"
 #include "stages/stage1.h"
 #include "stages/trainer.h"
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "model/dae.h"
 #include "model/embedder.h"
 #include "stages/data_source.h"
 #include "stages/hypotheses.h"

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "eval/systems.h"
 #include "eval/zsinvert.h"
+#include "model/dae.h"
 #include "model/embedder.h"
 #include "stages/lm.h"
 #include "stages/stage1.h"

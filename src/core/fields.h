@@ -1,7 +1,8 @@
 // One list of a struct's fields serves every mapping of it: a struct declares
 //   template <class Self, class Visit> static void fields(Self& s, Visit&& v) { v("name", s.name); ... }
 // once, and these helpers read it from / write it to JSON (Hugging Face config.json, dae.json) or read it from a
-// config section. Adding a field is then one line, and the mappings cannot disagree.
+// config section. Adding a field is then one line, and the mappings cannot disagree. A model's folder (its config
+// beside model.safetensors) is written by core/safetensors.h's save_module_folder.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +30,24 @@ void read_json_fields(T& obj, const nlohmann::json& j, const std::string& source
 template <class T>
 void write_json_fields(const T& obj, nlohmann::json& j) {
   T::fields(obj, [&](const char* key, const auto& field) { j[key] = field; });
+}
+
+// Parses `text` as a JSON object (`source` names it in errors) and reads T's fields from it, as read_json_fields.
+// Returns the object, for keys beyond T's fields.
+template <class T>
+nlohmann::json read_json_text_fields(T& obj, const std::string& text, const std::string& source) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  DAEI_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
+  read_json_fields(obj, j, source);
+  return j;
+}
+
+// The text of a JSON object (Hugging Face's config.json, dae.json): `head`'s keys and T's fields, indented by 2,
+// ending in a newline.
+template <class T>
+std::string json_fields_text(const T& obj, nlohmann::json head = nlohmann::json::object()) {
+  write_json_fields(obj, head);
+  return head.dump(2) + "\n";
 }
 
 // Reads `section.name` for each field the config has (a field without a config key keeps its value).

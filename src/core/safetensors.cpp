@@ -167,4 +167,40 @@ LoadReport load_module_state(torch::nn::Module& module, const TensorMap& tensors
   return rep;
 }
 
+TensorMap module_state(const ModuleList& modules) {
+  TensorMap out;
+  for (const auto& [prefix, m] : modules) {
+    for (const auto& p : m->named_parameters(true)) out[prefix + p.key()] = p.value().detach();
+    for (const auto& b : m->named_buffers(true)) out[prefix + b.key()] = b.value().detach();
+  }
+  return out;
+}
+
+void load_module_state(const ModuleList& modules, const TensorMap& tensors, const std::string& source) {
+  torch::NoGradGuard no_grad;
+  auto mine = module_state(modules);
+  for (auto& [name, t] : mine) {
+    auto it = tensors.find(name);
+    DAEI_CHECK(it != tensors.end(), "{}: no tensor '{}'", source, name);
+    DAEI_CHECK(it->second.sizes() == t.sizes(), "{}: tensor '{}' has shape {}, the model wants {}", source, name,
+               c10::str(it->second.sizes()), c10::str(t.sizes()));
+    t.copy_(it->second);
+  }
+  for (const auto& [name, t] : tensors)
+    DAEI_CHECK(mine.count(name), "{}: unexpected tensor '{}' (not in the model)", source, name);
+}
+
+void save_module_folder(const std::string& dir, const torch::nn::Module& module, const std::string& config_name,
+                        const std::string& config_text, const std::map<std::string, std::string>& metadata) {
+  make_dirs(dir);
+  save_safetensors(dir + "/model.safetensors", module_state(module), metadata);
+  write_file_atomic(dir + "/" + config_name, config_text);
+}
+
+std::string module_folder_weights(const std::string& dir, const std::string& hint) {
+  const std::string w = dir + "/model.safetensors";
+  DAEI_CHECK(file_exists(w), "{}: no model.safetensors{}", dir, hint);
+  return w;
+}
+
 }  // namespace daei

@@ -1,9 +1,12 @@
-// safetensors reader and writer (https://github.com/huggingface/safetensors format), and loading a
-// torch::nn::Module's parameters by Hugging Face name.
+// safetensors reader and writer (https://github.com/huggingface/safetensors format), and the one loader of module
+// weights: a torch::nn::Module's parameters by Hugging Face name, several modules saved together under name
+// prefixes (checkpoints), and a module's folder (model.safetensors beside its JSON config).
 #pragma once
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 #include <torch/types.h>
 
@@ -43,5 +46,20 @@ struct LoadReport {
 LoadReport load_module_state(torch::nn::Module& module, const TensorMap& tensors, const std::string& source,
                              bool strict = true,
                              const std::function<std::string(const std::string&)>& rename = nullptr);
+
+// Modules saved together under name prefixes ("" for a single module, "dae." and "inverter." in stage 3).
+using ModuleList = std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>;
+// Every parameter and buffer by prefixed dotted name (detached; shares storage).
+TensorMap module_state(const ModuleList& modules);
+// Copies tensors into the modules by prefixed name; every module tensor must be present with the same shape, and
+// every tensor must belong to a module.
+void load_module_state(const ModuleList& modules, const TensorMap& tensors, const std::string& source);
+
+// A module's folder: dir/model.safetensors (module_state, with `metadata`) beside dir/`config_name`, whose text is
+// `config_text` (Hugging Face's config.json, or daei's dae.json). Creates dir.
+void save_module_folder(const std::string& dir, const torch::nn::Module& module, const std::string& config_name,
+                        const std::string& config_text, const std::map<std::string, std::string>& metadata = {});
+// dir/model.safetensors, refusing a folder without one ("{dir}: no model.safetensors" + `hint`).
+std::string module_folder_weights(const std::string& dir, const std::string& hint = "");
 
 }  // namespace daei

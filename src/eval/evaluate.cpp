@@ -21,10 +21,10 @@
 #include "eval/metrics.h"
 #include "eval/per_round.h"
 #include "eval/systems.h"
+#include "model/dae.h"
 #include "model/embedder.h"
 #include "model/generate.h"
 #include "stages/data_source.h"
-#include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/trainer.h"
 

@@ -16,6 +16,7 @@
 #include "eval/metrics.h"
 #include "eval/zsinvert.h"
 #include "model/corrector.h"
+#include "model/dae.h"
 #include "model/embedder.h"
 #include "model/generate.h"
 #include "stages/data_source.h"

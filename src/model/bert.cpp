@@ -129,10 +129,8 @@ TORCH_MODULE(BertEncoder);
 }  // namespace
 
 BertConfig BertConfig::from_json_text(const std::string& text, const std::string& source) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  DAEI_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   BertConfig c;
-  read_json_fields(c, j, source);
+  read_json_text_fields(c, text, source);
   c.validate();
   return c;
 }
@@ -140,9 +138,7 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
 BertConfig BertConfig::from_file(const std::string& path) { return from_json_text(read_file(path), path); }
 
 std::string BertConfig::to_json_text() const {
-  nlohmann::json j = {{"model_type", "bert"}, {"architectures", {"BertModel"}}};
-  write_json_fields(*this, j);
-  return j.dump(2) + "\n";
+  return json_fields_text(*this, {{"model_type", "bert"}, {"architectures", {"BertModel"}}});
 }
 
 void BertConfig::validate() const {
@@ -215,8 +211,7 @@ void BertModelImpl::load_tensors(const TensorMap& t, const std::string& path, bo
 
 std::shared_ptr<BertModelImpl> BertModelImpl::from_pretrained(const std::string& dir) {
   auto cfg = BertConfig::from_file(dir + "/config.json");
-  const std::string w = dir + "/model.safetensors";
-  DAEI_CHECK(file_exists(w), "{}: no model.safetensors", dir);
+  const std::string w = module_folder_weights(dir);
   auto names = load_safetensors(w);  // decide on the pooler from the file itself
   bool pooler = false;
   for (const auto& [n, t] : names)
@@ -230,9 +225,7 @@ std::shared_ptr<BertModelImpl> BertModelImpl::from_pretrained(const std::string&
 }
 
 void BertModelImpl::save_pretrained(const std::string& dir) const {
-  make_dirs(dir);
-  save_safetensors(dir + "/model.safetensors", module_state(*this), {{"format", "pt"}});
-  write_file_atomic(dir + "/config.json", cfg.to_json_text());
+  save_module_folder(dir, *this, "config.json", cfg.to_json_text(), {{"format", "pt"}});
 }
 
 torch::Tensor masked_mean_pool(const torch::Tensor& hidden, const torch::Tensor& mask) {

@@ -3,14 +3,20 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fields.h"
+#include "core/fsutil.h"
+#include "core/safetensors.h"
 
 namespace daei {
 namespace F = torch::nn::functional;
 
 namespace {
 at::Tensor normalize(const at::Tensor& x) { return x / x.norm().clamp_min(1e-12); }
+
+std::string dae_json_text(const DaeOptions& o, double sigma0) { return json_fields_text(o, {{"sigma0", sigma0}}); }
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -134,5 +140,40 @@ std::vector<SNLinear> DaeImpl::normalized_layers() const {
 namespace daei {
 void DaeImpl::set_power_iteration(bool on) {
   for (auto& l : normalized_layers()) l->set_power_iteration(on);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The DAE's folder.
+
+Dae load_dae(const std::string& dir, double* sigma0_out) {
+  const auto j = nlohmann::json::parse(read_file(dir + "/dae.json"));
+  DaeOptions o;
+  DaeOptions::fields(o, [&](const char* key, auto&) {
+    DAEI_CHECK(j.contains(key), "{}/dae.json: no '{}'", dir, key);  // every field written by save_dae
+  });
+  read_json_fields(o, j, dir + "/dae.json");
+  Dae dae(o);
+  const std::string weights = dir + "/model.safetensors";
+  load_module_state({{"", dae.ptr()}}, load_safetensors(weights), weights);
+  dae->eval();
+  if (sigma0_out) *sigma0_out = j.at("sigma0").get<double>();
+  return dae;
+}
+
+Dae load_dae_for(const std::string& dir, double data_sigma, double* sigma0_out) {
+  double sigma0 = 0;
+  Dae dae = load_dae(dir, &sigma0);
+  DAEI_CHECK(std::abs(sigma0 - data_sigma) <= 1e-6 * std::max(1e-12, sigma0),
+             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dir, sigma0, data_sigma);
+  if (sigma0_out) *sigma0_out = sigma0;
+  return dae;
+}
+
+void save_dae(Dae& dae, double sigma0, const std::string& dir) {
+  save_module_folder(dir, *dae, "dae.json", dae_json_text(dae->options(), sigma0));
+}
+
+void save_dae_config(const DaeOptions& options, double sigma0, const std::string& dir) {
+  write_file_atomic(dir + "/dae.json", dae_json_text(options, sigma0));
 }
 }  // namespace daei

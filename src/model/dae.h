@@ -7,6 +7,7 @@
 // Spectral normalisation (one power iteration per training forward, as torch.nn.utils.spectral_norm) on
 // input_proj, fc1 and fc2. Parameter names follow PyTorch's: `weight_orig` (parameter), `weight_u`, `weight_v`
 // (buffers, saved in checkpoints).
+// On disk a DAE is a folder: model.safetensors (those names) + dae.json (DaeOptions and the release noise level σ₀).
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -16,6 +17,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <string>
 #include <vector>
 
 namespace daei {
@@ -101,5 +103,15 @@ class DaeImpl : public torch::nn::Module {
   at::Tensor freqs_;  // buffer [16]
 };
 TORCH_MODULE(Dae);
+
+// A DAE built from dae.json in `dir` with the weights of dir/model.safetensors, in eval mode. sigma0_out: σ₀.
+Dae load_dae(const std::string& dir, double* sigma0_out = nullptr);
+// load_dae, refusing a DAE trained at another σ₀ than `data_sigma`, the σ of the noisy data it will denoise
+// (σ₀ returned).
+Dae load_dae_for(const std::string& dir, double data_sigma, double* sigma0_out);
+// Writes dir/model.safetensors + dir/dae.json (the folder load_dae reads).
+void save_dae(Dae& dae, double sigma0, const std::string& dir);
+// Writes dir/dae.json alone (a checkpoint's, whose weights the Trainer saves with the other modules').
+void save_dae_config(const DaeOptions& options, double sigma0, const std::string& dir);
 
 }  // namespace daei

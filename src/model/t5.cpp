@@ -38,10 +38,8 @@ std::string t5_act_name(const T5Config& c) {
 // ---------------------------------------------------------------------------------------------- config
 
 T5Config T5Config::from_json_text(const std::string& text, const std::string& source) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  DAEI_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   T5Config c;
-  read_json_fields(c, j, source);
+  const auto j = read_json_text_fields(c, text, source);
   // As Hugging Face: without num_decoder_layers the decoder is as deep as the encoder.
   if (!j.contains("num_decoder_layers") || j["num_decoder_layers"].is_null()) c.num_decoder_layers = c.num_layers;
   c.validate();
@@ -51,9 +49,9 @@ T5Config T5Config::from_json_text(const std::string& text, const std::string& so
 T5Config T5Config::from_file(const std::string& path) { return from_json_text(read_file(path), path); }
 
 std::string T5Config::to_json_text() const {
-  nlohmann::json j = {{"model_type", "t5"}, {"architectures", {"T5ForConditionalGeneration"}}, {"is_encoder_decoder", true}};
-  write_json_fields(*this, j);
-  return j.dump(2) + "\n";
+  return json_fields_text(*this, {{"model_type", "t5"},
+                                  {"architectures", {"T5ForConditionalGeneration"}},
+                                  {"is_encoder_decoder", true}});
 }
 
 void T5Config::validate() const {
@@ -381,9 +379,8 @@ void T5ModelImpl::load_weights(const std::string& path, bool strict) {
 
 std::shared_ptr<T5ModelImpl> T5ModelImpl::from_pretrained(const std::string& dir) {
   auto cfg = T5Config::from_file(dir + "/config.json");
-  const std::string w = dir + "/model.safetensors";
-  DAEI_CHECK(file_exists(w), "{}: no model.safetensors (only safetensors weights are read; convert pytorch_model.bin)",
-             dir);
+  const std::string w =
+      module_folder_weights(dir, " (only safetensors weights are read; convert pytorch_model.bin)");
   auto m = std::make_shared<T5ModelImpl>(cfg);
   m->load_weights(w);
   LOG_INFO("[model] t5 loaded from {} (d_model {}, {}+{} layers, vocab {})", dir, cfg.d_model, cfg.num_layers,
@@ -392,9 +389,7 @@ std::shared_ptr<T5ModelImpl> T5ModelImpl::from_pretrained(const std::string& dir
 }
 
 void T5ModelImpl::save_pretrained(const std::string& dir) const {
-  make_dirs(dir);
-  save_safetensors(dir + "/model.safetensors", module_state(*this), {{"format", "pt"}});
-  write_file_atomic(dir + "/config.json", cfg.to_json_text());
+  save_module_folder(dir, *this, "config.json", cfg.to_json_text(), {{"format", "pt"}});
 }
 
 T5EncoderModelImpl::T5EncoderModelImpl(const T5Config& c) : cfg(c) {
@@ -419,8 +414,7 @@ void T5EncoderModelImpl::load_weights(const std::string& path, bool strict) {
 
 std::shared_ptr<T5EncoderModelImpl> T5EncoderModelImpl::from_pretrained(const std::string& dir) {
   auto cfg = T5Config::from_file(dir + "/config.json");
-  const std::string w = dir + "/model.safetensors";
-  DAEI_CHECK(file_exists(w), "{}: no model.safetensors", dir);
+  const std::string w = module_folder_weights(dir);
   auto m = std::make_shared<T5EncoderModelImpl>(cfg);
   m->load_weights(w);
   return m;

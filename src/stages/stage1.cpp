@@ -3,30 +3,18 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "core/fields.h"
 #include "core/error.h"
-#include "core/fsutil.h"
 #include "core/log.h"
 #include "dist/communicator.h"
-#include "stages/tensor_io.h"
 #include "stages/trainer.h"
 
 namespace daei {
-using json = nlohmann::json;
-
 namespace {
 // Stream tags of the per-step generators (step_generator(seed, step, tag)).
 enum : uint64_t { kTagSigma = 1, kTagNoise = 2, kTagProbes = 3, kTagDropout = 16 };
-
-json options_json(const DaeOptions& o, double sigma0) {
-  json j;
-  write_json_fields(o, j);
-  j["sigma0"] = sigma0;
-  return j;
-}
 }  // namespace
 
 DaeOptions dae_options(const Config& cfg, int64_t dim) {
@@ -34,35 +22,6 @@ DaeOptions dae_options(const Config& cfg, int64_t dim) {
   read_config_fields(o, cfg, "dae");
   o.dim = dim;  // from the data, not the config
   return o;
-}
-
-Dae load_dae(const std::string& dir, double* sigma0_out) {
-  const json j = json::parse(read_file(dir + "/dae.json"));
-  DaeOptions o;
-  DaeOptions::fields(o, [&](const char* key, auto&) {
-    DAEI_CHECK(j.contains(key), "{}/dae.json: no '{}'", dir, key);  // every field written by save_dae
-  });
-  read_json_fields(o, j, dir + "/dae.json");
-  Dae dae(o);
-  load_module_tensors({{"", dae.ptr()}}, load_tensors(dir + "/model.safetensors"), dir + "/model.safetensors");
-  dae->eval();
-  if (sigma0_out) *sigma0_out = j.at("sigma0").get<double>();
-  return dae;
-}
-
-Dae load_dae_for(const std::string& dir, const NoisyDataset& data, double* sigma0_out) {
-  double sigma0 = 0;
-  Dae dae = load_dae(dir, &sigma0);
-  DAEI_CHECK(std::abs(sigma0 - data.sigma()) <= 1e-6 * std::max(1e-12, sigma0),
-             "{}: the DAE was trained at σ {} but the training cache is at σ {}", dir, sigma0, data.sigma());
-  if (sigma0_out) *sigma0_out = sigma0;
-  return dae;
-}
-
-void save_dae(Dae& dae, double sigma0, const std::string& dir) {
-  make_dirs(dir);
-  save_tensors(dir + "/model.safetensors", module_tensors({{"", dae.ptr()}}));
-  write_file_atomic(dir + "/dae.json", options_json(dae->options(), sigma0).dump(2) + "\n");
 }
 
 std::string final_dae_dir(const std::string& stage_dir) { return stage_dir + "/final/dae"; }
@@ -157,7 +116,7 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
   };
   trainer_->terms = {"loss", "sure_sq", "sure_div", "sigma", "mse_reduction_est"};
   trainer_->save_extra = [this](const std::string& dir) {
-    write_file_atomic(dir + "/dae.json", options_json(dae_->options(), sched_.sigma0).dump(2) + "\n");
+    save_dae_config(dae_->options(), sched_.sigma0, dir);
   };
   trainer_->save_final = [this](const std::string& dir) { save_dae(dae_, sched_.sigma0, dir + "/dae"); };
   if (val_ && opt.eval_every > 0) trainer_->evaluate = [this](int64_t) { return evaluate(*val_); };

@@ -1,6 +1,7 @@
 // Stage 1 (paper §III-A, reference notes §2.1–2.3): the residual DAE h(y, σ) = y + r(y, σ), trained on noisy
 // embeddings alone with the SURE loss, on the shared Trainer. Writes runs/NAME/stage1/final/dae/{model.safetensors,
-// dae.json} (+ final/state.json, DONE); dae.json holds the DAE's shape and the release noise level σ₀.
+// dae.json} (+ final/state.json, DONE); dae.json holds the DAE's shape and the release noise level σ₀. The DAE's
+// folder is saved and loaded by model/dae.h.
 #pragma once
 #include <map>
 #include <memory>
@@ -18,12 +19,6 @@ class Config;
 class Trainer;
 
 DaeOptions dae_options(const Config& cfg, int64_t dim);
-// A DAE built from dae.json in `dir` with the weights of dir/model.safetensors, in eval mode. sigma0_out: σ₀.
-Dae load_dae(const std::string& dir, double* sigma0_out = nullptr);
-// load_dae, refusing a DAE trained at another σ₀ than the noisy data it will denoise (σ₀ returned).
-Dae load_dae_for(const std::string& dir, const NoisyDataset& data, double* sigma0_out);
-// Writes dir/model.safetensors + dir/dae.json (the folder load_dae reads).
-void save_dae(Dae& dae, double sigma0, const std::string& dir);
 // The DAE folder a stage leaves in its final/: stage_dir/final/dae.
 std::string final_dae_dir(const std::string& stage_dir);
 

@@ -12,9 +12,9 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
+#include "model/dae.h"
 #include "stages/heldout.h"
 #include "stages/token_init.h"
-#include "stages/stage1.h"
 #include "stages/trainer.h"
 
 namespace daei {
@@ -169,7 +169,7 @@ int InverterStage::run() {
 
 InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir) {
   double sigma0 = 0;
-  auto dae = std::make_shared<Dae>(load_dae_for(dae_dir, *train, &sigma0));
+  auto dae = std::make_shared<Dae>(load_dae_for(dae_dir, train->sigma(), &sigma0));
   InverterTrainData d;
   d.rows = train->size();
   d.dim = train->dim();

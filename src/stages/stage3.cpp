@@ -24,7 +24,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
     : train_(std::move(train)), tok_(std::move(tok)) {
   seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));  // stage 1's streams: with λ = 0 a step is a stage-1 step
   double sigma0 = 0;
-  dae_ = load_dae_for(dae_dir, *train_, &sigma0);
+  dae_ = load_dae_for(dae_dir, train_->sigma(), &sigma0);
   inverter_ = Inverter(InverterImpl::load(inverter_dir));
   const at::Device device = train_device(cfg, comm.local_rank());
   dae_->to(device);

@@ -8,9 +8,9 @@
 #include "core/rng.h"
 #include "dist/communicator.h"
 #include "model/corrector.h"
+#include "model/dae.h"
 #include "model/token_batch.h"
 #include "stages/heldout.h"
-#include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/trainer.h"
 
@@ -67,7 +67,7 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
     data_.train = std::make_shared<PrefixDataset>(data_.train, data_.hyps->size());
   const at::Device device = train_device(cfg, comm.local_rank());
   if (!data_.dae_dir.empty()) {
-    dae_ = load_dae_for(data_.dae_dir, *data_.train, &sigma0_);  // frozen: the DAE shield
+    dae_ = load_dae_for(data_.dae_dir, data_.train->sigma(), &sigma0_);  // frozen: the DAE shield
     dae_->to(device);
     dae_->eval();
     for (auto& p : dae_->parameters()) p.set_requires_grad(false);

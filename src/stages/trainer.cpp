@@ -167,7 +167,7 @@ Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleL
   reducer_->broadcast_parameters();
   if (comm_.size() > 1) {
     torch::NoGradGuard ng;
-    for (auto& [name, t] : module_tensors(modules_)) comm_.broadcast(t, 0);
+    for (auto& [name, t] : module_state(modules_)) comm_.broadcast(t, 0);
   }
 }
 
@@ -552,7 +552,7 @@ void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
     if (name == "final" && save_final) {
       save_final(tmp);
     } else {
-      save_tensors(tmp + "/model.safetensors", module_tensors(modules_));
+      save_safetensors(tmp + "/model.safetensors", module_state(modules_));
       if (save_extra) save_extra(tmp);
     }
     if (with_optimizer) {
@@ -633,7 +633,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
              dir, gb, opt_.global_batch);
   const int64_t rows = need(need(st, "sampler"), "n_rows").get<int64_t>();
   DAEI_CHECK(rows == n_rows_, "{}: checkpoint was trained on {} rows, the data now has {}", dir, rows, n_rows_);
-  load_module_tensors(modules_, load_tensors(dir + "/model.safetensors"), dir + "/model.safetensors");
+  load_module_state(modules_, load_safetensors(dir + "/model.safetensors"), dir + "/model.safetensors");
   try {
     torch::serialize::InputArchive ar;
     ar.load_from(dir + "/optim.pt");

@@ -31,7 +31,7 @@
 #include <vector>
 #include <torch/types.h>
 
-#include "stages/tensor_io.h"
+#include "core/safetensors.h"
 
 namespace torch::optim {
 class AdamW;

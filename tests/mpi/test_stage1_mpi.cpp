@@ -8,10 +8,10 @@
 #include "core/config.h"
 #include "../support/mpi_world.h"
 #include "core/error.h"
+#include "core/safetensors.h"
 #include "dist/communicator.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
-#include "stages/tensor_io.h"
 #include "stages/trainer.h"
 
 using namespace daei;
@@ -39,7 +39,7 @@ std::shared_ptr<const NoisyDataset> data() {
 }
 
 double max_diff(const std::string& a, const std::string& b) {
-  auto ta = load_tensors(a + "/model.safetensors"), tb = load_tensors(b + "/model.safetensors");
+  auto ta = load_safetensors(a + "/model.safetensors"), tb = load_safetensors(b + "/model.safetensors");
   EXPECT_EQ(ta.size(), tb.size());
   double m = 0;
   for (auto& [k, v] : ta) m = std::max(m, (v - tb.at(k)).abs().max().item<double>());

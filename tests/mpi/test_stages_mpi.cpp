@@ -11,11 +11,11 @@
 #include "../support/mpi_world.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/safetensors.h"
 #include "dist/communicator.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/stage3.h"
-#include "stages/tensor_io.h"
 #include "stages/trainer.h"
 
 using namespace daei;

@@ -9,8 +9,8 @@
 
 #include "core/config.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "data/dataset.h"
-#include "stages/tensor_io.h"
 
 namespace daei::test {
 
@@ -68,7 +68,7 @@ inline Config toy_config(int64_t steps, int64_t batch) {
 
 // Largest |a − b| over the tensors of two safetensors files with the same names.
 inline double max_diff_files(const std::string& a, const std::string& b) {
-  auto ta = load_tensors(a), tb = load_tensors(b);
+  auto ta = load_safetensors(a), tb = load_safetensors(b);
   double m = ta.size() == tb.size() ? 0.0 : INFINITY;
   for (auto& [k, v] : ta) {
     auto it = tb.find(k);

@@ -1,4 +1,5 @@
-// safetensors reader/writer: round trip of every dtype, metadata, and one error per malformed-header kind.
+// safetensors reader/writer: round trip of every dtype, metadata, and one error per malformed-header kind; the one
+// loader of module weights: a module, modules under prefixes (checkpoints), and a module's folder (the DAE's).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "core/safetensors_header.h"
+#include "model/dae.h"
 
 namespace {
 
@@ -152,4 +154,85 @@ TEST(Safetensors, LoadModuleStateChecksNamesAndShapes) {
   EXPECT_THROW(daei::load_module_state(*lin, missing, "w.safetensors"), daei::Error);
   auto rep = daei::load_module_state(*lin, missing, "w.safetensors", /*strict=*/false);
   EXPECT_EQ(rep.missing, std::vector<std::string>{"bias"});
+}
+
+// Modules saved together under prefixes (a Trainer checkpoint): names carry the prefix, and loading refuses a
+// missing tensor, a wrong shape and a tensor no module has.
+TEST(Safetensors, ModuleListStateIsPrefixedAndStrict) {
+  torch::nn::Linear a(3, 2), b(2, 4);
+  const daei::ModuleList modules{{"a.", a.ptr()}, {"b.", b.ptr()}};
+  const auto st = daei::module_state(modules);
+  EXPECT_EQ(st.size(), 4u);
+  for (const char* n : {"a.weight", "a.bias", "b.weight", "b.bias"}) EXPECT_TRUE(st.count(n)) << n;
+  // The file bytes are those of the tensors by prefixed name, whatever the module.
+  daei::TensorMap expected;
+  for (const auto& [k, v] : daei::module_state(*a)) expected["a." + k] = v;
+  for (const auto& [k, v] : daei::module_state(*b)) expected["b." + k] = v;
+  EXPECT_EQ(daei::serialize_safetensors(st), daei::serialize_safetensors(expected));
+
+  torch::nn::Linear a2(3, 2), b2(2, 4);
+  const daei::ModuleList fresh{{"a.", a2.ptr()}, {"b.", b2.ptr()}};
+  daei::load_module_state(fresh, st, "ckpt");
+  EXPECT_TRUE(torch::equal(a2->weight, a->weight));
+  EXPECT_TRUE(torch::equal(b2->bias, b->bias));
+
+  auto expect_error = [&](daei::TensorMap t, const std::string& fragment) {
+    try {
+      daei::load_module_state(fresh, t, "ckpt");
+      ADD_FAILURE() << fragment;
+    } catch (const daei::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  auto missing = st;
+  missing.erase("b.bias");
+  expect_error(missing, "ckpt: no tensor 'b.bias'");
+  auto extra = st;
+  extra["c.weight"] = torch::ones({1});
+  expect_error(extra, "ckpt: unexpected tensor 'c.weight' (not in the model)");
+  auto reshaped = st;
+  reshaped["a.weight"] = torch::ones({2, 2});
+  expect_error(reshaped, "ckpt: tensor 'a.weight' has shape");
+}
+
+// The DAE's folder, saved and loaded through src/model: the same options, σ₀, and every parameter and buffer.
+TEST(ModuleFolder, DaeRoundTripKeepsEveryTensor) {
+  const std::string dir = tmpdir() + "/dae";
+  daei::DaeOptions o;
+  o.dim = 8;
+  o.hidden = 16;
+  o.depth = 2;
+  daei::Dae dae(o);
+  {
+    torch::NoGradGuard ng;  // no zero tensors (output_proj starts at zero), and moved power-iteration buffers
+    for (auto& p : dae->parameters()) p.copy_(torch::randn(p.sizes()));
+    for (auto& b : dae->buffers()) b.copy_(torch::randn(b.sizes()));
+  }
+  daei::save_dae(dae, 0.05, dir);
+  // dae.json: the DaeOptions fields and σ₀, sorted, indented by 2 (later stages and Python read it).
+  EXPECT_EQ(daei::read_file(dir + "/dae.json"),
+            "{\n  \"depth\": 2,\n  \"dim\": 8,\n  \"dropout\": 0.1,\n  \"hidden\": 16,\n  \"power_iterations\": 1,\n"
+            "  \"sigma0\": 0.05,\n  \"sigma_cond\": true,\n  \"spectral_norm\": true\n}\n");
+  // model.safetensors: the module's PyTorch names, no metadata.
+  EXPECT_EQ(daei::read_file(dir + "/model.safetensors"), daei::serialize_safetensors(daei::module_state(*dae)));
+
+  double sigma0 = 0;
+  daei::Dae back = daei::load_dae(dir, &sigma0);
+  EXPECT_EQ(sigma0, 0.05);
+  EXPECT_FALSE(back->is_training());
+  EXPECT_EQ(back->options().hidden, 16);
+  EXPECT_EQ(back->options().depth, 2);
+  const auto want = daei::module_state(*dae), got = daei::module_state(*back);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(want.size(), dae->parameters().size() + dae->buffers().size());
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(torch::equal(got.at(name), t)) << name;
+  }
+  EXPECT_EQ(daei::load_safetensors(dir + "/model.safetensors").size(), want.size());
+
+  EXPECT_NO_THROW(daei::load_dae_for(dir, 0.05, &sigma0));
+  EXPECT_THROW(daei::load_dae_for(dir, 0.1, &sigma0), daei::Error);
+  daei::write_file_atomic(dir + "/dae.json", "{\"dim\": 8}");
+  EXPECT_THROW(daei::load_dae(dir), daei::Error);
 }

@@ -11,6 +11,7 @@
 #include "../support/toy_run.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/safetensors.h"
 #include "core/signals.h"
 #include "dist/communicator.h"
 #include "model/generate.h"
@@ -18,7 +19,6 @@
 #include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/stage3.h"
-#include "stages/tensor_io.h"
 #include "stages/trainer.h"
 
 using namespace daei;
