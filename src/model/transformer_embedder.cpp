@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "core/sha256.h"
@@ -154,11 +155,7 @@ at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) con
 
 std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg) {
   TransformerEmbedderSpec s;
-  s.dir = cfg.str("embedder.model");
-  s.kind = cfg.str("embedder.kind");
-  s.preset = cfg.str("embedder.preset");
-  s.max_length = cfg.integer("embedder.max_length");
-  s.batch_size = cfg.integer("embedder.batch_size");
+  TransformerEmbedderSpec::fields(s, config_reader(cfg, "embedder"));
   return std::make_shared<TransformerEmbedder>(s);
 }
 

@@ -24,6 +24,16 @@ struct TransformerEmbedderSpec {
   std::string preset;     // used when dir has no modules.json
   int64_t max_length = 128;
   int64_t batch_size = 64;
+
+  // The embedder.* keys, listed once (read through core/fields.h): dir is embedder.model.
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("model", s.dir);
+    v("kind", s.kind);
+    v("preset", s.preset);
+    v("max_length", s.max_length);
+    v("batch_size", s.batch_size);
+  }
 };
 
 class TransformerEmbedder final : public Embedder {
