@@ -73,30 +73,20 @@ struct TrainerOptions {
   std::string amp = "off";        // off | bf16 (autocast around the loss)
   bool plot = true;               // curves.png at the end (gnuplot)
 
-  // The config keys, listed once (read through core/fields.h): the stage's own section (stageK.*) …
+  // The config keys, listed once (read through core/fields.h), a line a topic: the stage's own section (stageK.*) …
   template <class Self, class Visit>
   static void stage_fields(Self& s, Visit&& v) {
-    v("steps", s.total_steps);
-    v("batch_size", s.global_batch);
-    v("grad_accum", s.grad_accum);
-    v("schedule", s.schedule);
-    v("warmup_steps", s.warmup_steps);
-    v("clip_norm", s.clip_norm);
+    v("steps", s.total_steps), v("batch_size", s.global_batch), v("grad_accum", s.grad_accum);
+    v("schedule", s.schedule), v("warmup_steps", s.warmup_steps), v("clip_norm", s.clip_norm);
     v("eval_every", s.eval_every);
   }
   // … and train.* (run.seed and dist.bucket_mb are read beside them).
   template <class Self, class Visit>
   static void train_fields(Self& s, Visit&& v) {
-    v("adam_beta1", s.beta1);
-    v("adam_beta2", s.beta2);
-    v("adam_eps", s.adam_eps);
-    v("log_every", s.log_every);
-    v("ckpt_every", s.ckpt_every);
-    v("keep_last", s.keep_last);
-    v("progress_every_s", s.progress_every_s);
-    v("stop_after", s.stop_after);
+    v("adam_beta1", s.beta1), v("adam_beta2", s.beta2), v("adam_eps", s.adam_eps);
+    v("log_every", s.log_every), v("progress_every_s", s.progress_every_s), v("plot", s.plot);
+    v("ckpt_every", s.ckpt_every), v("keep_last", s.keep_last), v("stop_after", s.stop_after);
     v("amp", s.amp);
-    v("plot", s.plot);
   }
 };
 // train.* keys (configs/defaults/train.yaml) layered under the stage's own keys (stageK.*).
