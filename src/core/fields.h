@@ -50,12 +50,15 @@ std::string json_fields_text(const T& obj, nlohmann::json head = nlohmann::json:
   return head.dump(2) + "\n";
 }
 
-// Reads `section.name` for each field the config has (a field without a config key keeps its value).
-template <class T>
-void read_config_fields(T& obj, const Config& cfg, const std::string& section) {
-  T::fields(obj, [&](const char* key, auto& field) {
+// A visitor for T::fields that reads `section.name` into each field, with the getter of the field's type (bool:
+// flag, integer: integer, floating point: real, else str). A key the config lacks is skipped (the field keeps its
+// value) when skip_missing, else it fails as the getter fails: option structs whose keys the defaults all define
+// keep that failure. A struct whose keys lie in two sections (train.* and stageK.*) lists each section's fields in
+// its own function and reads each with its own visitor.
+inline auto config_reader(const Config& cfg, const std::string& section, bool skip_missing = false) {
+  return [&cfg, section, skip_missing](const char* key, auto& field) {
     const std::string k = section + "." + key;
-    if (!cfg.has(k)) return;
+    if (skip_missing && !cfg.has(k)) return;
     using F = std::decay_t<decltype(field)>;
     if constexpr (std::is_same_v<F, bool>)
       field = cfg.flag(k);
@@ -65,7 +68,13 @@ void read_config_fields(T& obj, const Config& cfg, const std::string& section) {
       field = static_cast<F>(cfg.real(k));
     else
       field = cfg.str(k);
-  });
+  };
+}
+
+// Reads `section.name` for each field the config has (a field without a config key keeps its value).
+template <class T>
+void read_config_fields(T& obj, const Config& cfg, const std::string& section) {
+  T::fields(obj, config_reader(cfg, section, /*skip_missing=*/true));
 }
 
 }  // namespace daei

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "model/t5.h"
@@ -19,14 +20,7 @@ namespace daei {
 
 ZsInvertOptions zsinvert_options(const Config& cfg) {
   ZsInvertOptions o;
-  o.beam = cfg.integer("zsinvert.beam");
-  o.top_k = cfg.integer("zsinvert.top_k");
-  o.max_steps = cfg.integer("zsinvert.max_steps");
-  o.repetition_penalty = cfg.real("zsinvert.repetition_penalty");
-  o.refine = cfg.flag("zsinvert.refine");
-  o.embed_chunk = cfg.integer("zsinvert.embed_chunk");
-  o.lm_batch = cfg.integer("zsinvert.lm_batch");
-  o.text_batch = cfg.integer("zsinvert.text_batch");
+  ZsInvertOptions::fields(o, config_reader(cfg, "zsinvert"));
   o.progress_every_s = cfg.real("train.progress_every_s");
   return o;
 }

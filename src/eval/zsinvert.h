@@ -43,7 +43,15 @@ struct ZsInvertOptions {
   int64_t embed_chunk = 1024;  // texts per black-box call (and per shield call)
   int64_t lm_batch = 256;    // prefixes per LM call
   int64_t text_batch = 16;   // texts searched together
-  double progress_every_s = 10.0;
+  double progress_every_s = 10.0;  // train.progress_every_s
+
+  // The zsinvert.* keys, listed once (read through core/fields.h), a line a topic.
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("beam", s.beam), v("top_k", s.top_k), v("max_steps", s.max_steps);
+    v("repetition_penalty", s.repetition_penalty), v("refine", s.refine);
+    v("embed_chunk", s.embed_chunk), v("lm_batch", s.lm_batch), v("text_batch", s.text_batch);
+  }
 };
 // The zsinvert.* keys.
 ZsInvertOptions zsinvert_options(const Config& cfg);

@@ -18,6 +18,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "model/embedding_request.h"
@@ -41,13 +42,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 HttpEmbedderOptions HttpEmbedderOptions::from_config(const Config& cfg) {
   HttpEmbedderOptions o;
-  o.url = cfg.str("embedder.url");
-  o.model = cfg.str("embedder.model");
-  o.dim = cfg.integer("embedder.dim");
-  o.batch_size = cfg.integer("embedder.batch_size");
-  o.concurrency = cfg.integer("embedder.concurrency");
-  o.timeout_s = cfg.real("embedder.timeout_s");
-  o.retries = cfg.integer("embedder.retries");
+  fields(o, config_reader(cfg, "embedder"));
   const std::string env = cfg.str("embedder.api_key_env");
   if (!env.empty()) {
     const char* k = std::getenv(env.c_str());

@@ -30,8 +30,14 @@ struct HttpEmbedderOptions {
   double timeout_s = 30.0;   // connect and read timeout of one request
   int64_t retries = 4;       // extra attempts on 429, 5xx and connection errors; backoff 0.2 s · 2^k
   double backoff_s = 0.2;
-  // embedder.url / model / api_key_env (the NAME of an environment variable) / dim / batch_size / concurrency /
-  // timeout_s / retries.
+  // The embedder.* keys read as they are, listed once (core/fields.h), a line a topic.
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("url", s.url), v("model", s.model), v("dim", s.dim);
+    v("batch_size", s.batch_size), v("concurrency", s.concurrency);
+    v("timeout_s", s.timeout_s), v("retries", s.retries);
+  }
+  // The keys of fields(), and api_key from the environment variable that embedder.api_key_env names.
   static HttpEmbedderOptions from_config(const Config& cfg);
 };
 

@@ -155,7 +155,7 @@ at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) con
 
 std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg) {
   TransformerEmbedderSpec s;
-  read_config_fields(s, cfg, "embedder");
+  TransformerEmbedderSpec::fields(s, config_reader(cfg, "embedder"));
   return std::make_shared<TransformerEmbedder>(s);
 }
 

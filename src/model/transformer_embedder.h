@@ -25,14 +25,11 @@ struct TransformerEmbedderSpec {
   int64_t max_length = 128;
   int64_t batch_size = 64;
 
-  // The `embedder:` config keys, listed once (read through core/fields.h).
+  // The embedder.* keys, listed once (read through core/fields.h): dir is embedder.model.
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
-    v("model", s.dir);
-    v("kind", s.kind);
-    v("preset", s.preset);
-    v("max_length", s.max_length);
-    v("batch_size", s.batch_size);
+    v("model", s.dir), v("kind", s.kind), v("preset", s.preset);
+    v("max_length", s.max_length), v("batch_size", s.batch_size);
   }
 };
 

@@ -82,13 +82,7 @@ LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage
     double kept = 0;
     batch(data_, b.rows, b.step, ids, mask, labels, &kept);
     auto tl = lm_loss(*model_, ids.to(device), mask.to(device), labels.to(device));
-    LossOutput out;
-    out.loss = tl.sum;
-    out.count = static_cast<double>(tl.count);
-    out.terms = {{"loss", tl.sum.item<double>() / std::max<int64_t>(1, tl.count)},
-                 {"tokens", static_cast<double>(tl.count)},
-                 {"kept", kept}};
-    return out;
+    return token_sum_loss(tl.sum, tl.count, {{"kept", kept}});
   };
   if (data_.prefetch) trainer_->prefetch = data_.prefetch;
   const double lo = min_drop_, hi = max_drop_;

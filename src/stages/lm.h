@@ -69,8 +69,6 @@ class LmStage {
   // evaluation), every lm.eval_every steps. Collective, like run().
   void enable_heldout(const Config& cfg, Communicator& comm, LmTrainData val);
   int run();
-  T5Model& model() { return model_; }
-  Trainer& trainer() { return *trainer_; }
 
  private:
   // Encoder ids, mask and labels of rows of `d` at `step`; kept_share: the mean share of pieces kept.

@@ -120,13 +120,7 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
   trainer_->loss = [this, batch_loss](const Batch& b) {
     double hyp_cos = 0;
     auto tl = batch_loss(*data_.train, *data_.hyps, b.rows, &hyp_cos);
-    LossOutput out;
-    out.loss = tl.sum;
-    out.count = static_cast<double>(tl.count);
-    out.terms = {{"loss", tl.sum.item<double>() / std::max<int64_t>(1, tl.count)},
-                 {"tokens", static_cast<double>(tl.count)},
-                 {"hyp_cos", hyp_cos}};
-    return out;
+    return token_sum_loss(tl.sum, tl.count, {{"hyp_cos", hyp_cos}});
   };
   if (data_.val && data_.hyps_val && opt.eval_every > 0) {
     check_aligned(tag, *data_.val, *data_.hyps_val, "validation");

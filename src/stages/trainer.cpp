@@ -1,38 +1,30 @@
+// The training loop (trainer.h): options from the config, the steps with their gradient sets, the control word,
+// clipping and AdamW, and when to log, evaluate and checkpoint. The checkpoint files are CheckpointStore's, the
+// stage folder's lock and metrics.jsonl StageFolder's and MetricsLog's.
 #include "stages/trainer.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <sys/resource.h>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "core/config.h"
-#include "core/dir_lock.h"
 #include "core/error.h"
-#include "core/fsutil.h"
+#include "core/fields.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/rng.h"
-#include "core/sha256.h"
 #include "core/signals.h"
 #include "dist/communicator.h"
 #include "dist/control.h"
 #include "dist/grad_reducer.h"
 #include "dist/shard_plan.h"
 #include "stages/curves.h"
+#include "stages/stage_folder.h"
 
 namespace daei {
-namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -78,19 +70,9 @@ class AutocastScope {
   bool on_, cuda_;
 };
 
-// Files under dir (recursive, relative paths), DONE and the lock excluded.
-std::vector<std::string> files_under(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) {
-      const std::string rel = fs::relative(e.path(), dir).string();
-      if (rel != "DONE") out.push_back(rel);
-    }
-  std::sort(out.begin(), out.end());
-  return out;
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
-bool is_checkpoint_name(const std::string& n) { return n.size() == 13 && n.rfind("ckpt-", 0) == 0; }
 
 }  // namespace
 
@@ -98,27 +80,22 @@ TrainerOptions trainer_options(const Config& cfg, const std::string& sk, const s
   TrainerOptions o;
   o.stage_dir = stage_dir;
   o.tag = sk;
-  o.total_steps = cfg.integer(sk + ".steps");
-  o.global_batch = cfg.integer(sk + ".batch_size");
-  o.grad_accum = cfg.integer(sk + ".grad_accum");
-  o.schedule = cfg.str(sk + ".schedule");
-  o.warmup_steps = cfg.integer(sk + ".warmup_steps");
-  o.clip_norm = cfg.real(sk + ".clip_norm");
-  o.beta1 = cfg.real("train.adam_beta1");
-  o.beta2 = cfg.real("train.adam_beta2");
-  o.adam_eps = cfg.real("train.adam_eps");
-  o.log_every = cfg.integer("train.log_every");
-  o.ckpt_every = cfg.integer("train.ckpt_every");
-  o.keep_last = cfg.integer("train.keep_last");
-  o.eval_every = cfg.integer(sk + ".eval_every");
-  o.progress_every_s = cfg.real("train.progress_every_s");
+  TrainerOptions::stage_fields(o, config_reader(cfg, sk));
+  TrainerOptions::train_fields(o, config_reader(cfg, "train"));
   o.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
-  o.stop_after = cfg.integer("train.stop_after");
   o.bucket_bytes = cfg.integer("dist.bucket_mb") << 20;
-  o.amp = cfg.str("train.amp");
-  o.plot = cfg.flag("train.plot");
   DAEI_CHECK(o.amp == "off" || o.amp == "bf16", "train.amp must be off or bf16, got '{}'", o.amp);
   return o;
+}
+
+LossOutput token_sum_loss(const at::Tensor& sum, int64_t count, std::map<std::string, double> more_terms) {
+  LossOutput out;
+  out.loss = sum;
+  out.count = static_cast<double>(count);
+  out.terms = std::move(more_terms);
+  out.terms["loss"] = sum.item<double>() / std::max<int64_t>(1, count);
+  out.terms["tokens"] = static_cast<double>(count);
+  return out;
 }
 
 at::Device train_device(const Config& cfg, int local_rank) {
@@ -137,7 +114,9 @@ Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleL
       n_rows_(n_rows),
       modules_(std::move(modules)),
       groups_(std::move(groups)),
-      grad_sets_(std::move(grad_sets)) {
+      grad_sets_(std::move(grad_sets)),
+      store_(opt_.stage_dir, opt_.tag, opt_.keep_last),
+      metrics_(std::make_unique<MetricsLog>(opt_.stage_dir)) {
   const int64_t W = comm_.size();
   DAEI_CHECK(!grad_sets_.empty(), "[{}] no gradient set declared", opt_.tag);
   DAEI_CHECK(opt_.total_steps >= 1, "[{}] {}.steps must be ≥ 1, got {}", opt_.tag, opt_.tag, opt_.total_steps);
@@ -193,12 +172,6 @@ std::vector<int64_t> Trainer::local_rows(int64_t step) const {
   const EpochOrder order(n_rows_, opt_.seed, step / steps_per_epoch_);
   return step_rows(order, comm_.size(), comm_.rank(), step % steps_per_epoch_, local_batch_);
 }
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm,
                          bool& nonfinite) {
@@ -310,50 +283,14 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   nonfinite = !std::isfinite(grad_norm);
 }
 
-std::vector<std::string> Trainer::check_earlier_run(const std::string& stage_dir, bool resume, bool force) {
-  std::vector<std::string> old;
-  if (resume || !fs::is_directory(stage_dir)) return old;
-  for (const auto& e : fs::directory_iterator(stage_dir)) {
-    const std::string n = e.path().filename().string();
-    if (is_checkpoint_name(n) || n == "final") old.push_back(n);
-  }
-  std::sort(old.begin(), old.end());
-  DAEI_CHECK(old.empty() || force,
-             "{} holds checkpoints of an earlier run ({}); run with --resume to continue it, or --force to "
-             "archive them and start again",
-             stage_dir, fmt::format("{}", fmt::join(old, ", ")));
-  return old;
-}
-
 void Trainer::prepare_stage_dir() {
   // Rank 0 locks the folder, removes temporaries of dead processes and refuses to mix runs; the verdict is
   // broadcast so every rank fails (or goes on) together.
   std::string verdict;
   if (comm_.is_root()) {
     try {
-      lock_ = std::make_unique<DirLock>(opt_.stage_dir);  // shared with a command that locked it first (train)
-      for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
-        const std::string n = e.path().filename().string();
-        const auto at = n.rfind(".tmp-");
-        if (at == std::string::npos) continue;
-        const long pid = std::strtol(n.c_str() + at + 5, nullptr, 10);
-        if (!pid_alive(pid)) {
-          LOG_WARN("[{}] removing {} left by a failed write (process {} is gone)", opt_.tag, e.path().string(), pid);
-          fs::remove_all(e.path());
-        }
-      }
-      std::vector<std::string> old = check_earlier_run(opt_.stage_dir, opt_.resume, opt_.force);
-      if (!old.empty()) {
-        const std::string archive =
-            fmt::format("{}/archive-{}", opt_.stage_dir,
-                        std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count());
-        make_dirs(archive);
-        old.push_back("metrics.jsonl");
-        for (const auto& n : old)
-          if (fs::exists(opt_.stage_dir + "/" + n)) fs::rename(opt_.stage_dir + "/" + n, archive + "/" + n);
-        LOG_WARN("[{}] --force: the earlier run's checkpoints moved to {}", opt_.tag, archive);
-      }
+      folder_ = std::make_unique<StageFolder>(opt_.stage_dir, opt_.tag);  // shared with a command that locked it first
+      folder_->prepare_run(opt_.resume, opt_.force);
     } catch (const std::exception& e) {
       verdict = e.what();
       if (verdict.empty()) verdict = "error";
@@ -373,18 +310,7 @@ int Trainer::run() {
     else
       LOG_INFO("[{}] --resume: no complete checkpoint in {}, starting at step 0", opt_.tag, opt_.stage_dir);
   }
-  const std::string metrics = opt_.stage_dir + "/metrics.jsonl";
-  if (comm_.is_root()) {  // drop lines from beyond the step we (re)start at
-    std::string kept;
-    if (file_exists(metrics)) {
-      std::ifstream in(metrics);
-      for (std::string line; std::getline(in, line);) {
-        auto j = json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.value("step", int64_t(0)) <= step_) kept += line + "\n";
-      }
-    }
-    write_file_atomic(metrics, kept);
-  }
+  if (comm_.is_root()) metrics_->keep_until(step_);  // drop lines from beyond the step we (re)start at
   signals::install_stop_handlers();
   Progress progress(opt_.tag, opt_.total_steps, "step", opt_.progress_every_s, step_);
   std::map<std::string, std::pair<double, double>> acc_terms;
@@ -402,46 +328,17 @@ int Trainer::run() {
     local.nonfinite = nonfinite;
     local.end_of_data = step_ + 1 >= opt_.total_steps;
     const ControlWord cw = agree(comm_, local);
-    const double f = lr_factor(step_);
-    for (size_t i = 0; i < groups_.size(); ++i)
-      static_cast<torch::optim::AdamWOptions&>(optim_->param_groups()[i].options()).lr(groups_[i].lr * f);
-    if (cw.nonfinite) {
-      LOG_WARN("[{}] step {}: non-finite gradient norm, update skipped", opt_.tag, step_ + 1);
-    } else {
-      for (const auto& g : groups_)
-        if (g.clip_norm > 0) {
-          const double n = std::sqrt(sq_norm(grads_of(g.params)));
-          if (n > g.clip_norm) scale_grads(g.params, g.clip_norm / (n + 1e-6));
-        }
-      if (opt_.clip_norm > 0) {
-        const double n = std::sqrt(sq_norm(grads_of(params_)));
-        if (n > opt_.clip_norm) scale_grads(params_, opt_.clip_norm / (n + 1e-6));
-      }
-      optim_->step();
-    }
+    update(cw.nonfinite);
     phase_s_["optimizer"] += seconds_since(t_opt);
     ++step_;
     acc_norm += gn;
     ++acc_n;
     if (step_ % opt_.log_every == 0 || cw.end_of_data) {
-      // Each declared term: (sum, number of productions) over ranks, micro-steps and logged steps.
-      std::vector<double> vals;
-      for (const auto& k : terms) {
-        auto it = acc_terms.find(k);
-        vals.push_back(it == acc_terms.end() ? 0.0 : it->second.first);
-        vals.push_back(it == acc_terms.end() ? 0.0 : it->second.second);
-      }
-      auto t = torch::tensor(vals.empty() ? std::vector<double>{0.0} : vals, torch::kFloat64);
-      if (comm_.size() > 1) comm_.allreduce(t, ReduceOp::Sum);
-      std::map<std::string, double> logged;
-      for (size_t i = 0; i < terms.size(); ++i) {
-        const double n = t[2 * i + 1].item<double>();
-        if (n > 0) logged[terms[i]] = t[2 * i].item<double>() / n;
-      }
+      const auto logged = reduce_terms(acc_terms);
       auto now = std::chrono::steady_clock::now();
       const double dt = std::chrono::duration<double>(now - t_log).count();
-      log_metrics(logged, acc_norm / acc_n, dt > 0 ? acc_n * opt_.global_batch / dt : 0.0);
-      progress.update(step_, logged.count("loss") ? fmt::format("loss {:.5g}", logged["loss"]) : "");
+      if (comm_.is_root()) log_step(logged, acc_norm / acc_n, dt > 0 ? acc_n * opt_.global_batch / dt : 0.0);
+      progress.update(step_, logged.count("loss") ? fmt::format("loss {:.5g}", logged.at("loss")) : "");
       acc_terms.clear();
       acc_norm = 0;
       acc_n = 0;
@@ -450,14 +347,13 @@ int Trainer::run() {
     if (evaluate && opt_.eval_every > 0 && (step_ % opt_.eval_every == 0 || cw.end_of_data)) {
       auto ev = evaluate(step_);
       if (comm_.is_root()) {
-        json j{{"step", step_}, {"eval", ev}};
-        std::ofstream(metrics, std::ios::app) << j.dump() << "\n";
+        metrics_->log_eval(step_, ev);
         std::string s;
         for (auto& [k, v] : ev) s += fmt::format(" {} {:.5g}", k, v);
         LOG_INFO("[{}] eval at step {}:{}", opt_.tag, step_, s);
       }
     }
-    if (cw.save || cw.stop || cw.end_of_data) save_checkpoint(fmt::format("ckpt-{:08d}", step_), true);
+    if (cw.save || cw.stop || cw.end_of_data) save_checkpoint(CheckpointStore::checkpoint_name(step_), true);
     if (cw.stop && !cw.end_of_data) {
       LOG_INFO("[{}] stop requested: checkpoint at step {} written; run again with --resume to continue", opt_.tag,
                step_);
@@ -466,6 +362,39 @@ int Trainer::run() {
   }
   save_checkpoint("final", false);
   if (comm_.is_root() && opt_.plot) plot_curves(opt_.stage_dir);
+  log_where_time_and_memory_went();
+  LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, final_dir(opt_.stage_dir));
+  return kExitOk;
+}
+
+void Trainer::update(bool skip) {
+  const double f = lr_factor(step_);
+  for (size_t i = 0; i < groups_.size(); ++i)
+    static_cast<torch::optim::AdamWOptions&>(optim_->param_groups()[i].options()).lr(groups_[i].lr * f);
+  if (skip) {
+    LOG_WARN("[{}] step {}: non-finite gradient norm, update skipped", opt_.tag, step_ + 1);
+    return;
+  }
+  for (const auto& g : groups_)
+    if (g.clip_norm > 0) {
+      const double n = std::sqrt(sq_norm(grads_of(g.params)));
+      if (n > g.clip_norm) scale_grads(g.params, g.clip_norm / (n + 1e-6));
+    }
+  if (opt_.clip_norm > 0) {
+    const double n = std::sqrt(sq_norm(grads_of(params_)));
+    if (n > opt_.clip_norm) scale_grads(params_, opt_.clip_norm / (n + 1e-6));
+  }
+  optim_->step();
+}
+
+void Trainer::log_step(const std::map<std::string, double>& logged, double grad_norm, double examples_per_s) {
+  const auto lrs = current_lrs();
+  std::vector<std::pair<std::string, double>> lr;
+  for (size_t i = 0; i < groups_.size(); ++i) lr.emplace_back(groups_[i].name, lrs[i]);
+  metrics_->log_step(step_, logged, grad_norm, examples_per_s, lr);
+}
+
+void Trainer::log_where_time_and_memory_went() {
   double total = 0;
   for (const auto& [k, v] : phase_s_) total += v;
   if (total > 0) {
@@ -478,55 +407,64 @@ int Trainer::run() {
   ::getrusage(RUSAGE_SELF, &ru);
   const auto rss = comm_.allgather(fmt::format("{:.0f}", static_cast<double>(ru.ru_maxrss) / 1024.0));
   LOG_INFO("[{}] peak RSS per rank (MB): {}", opt_.tag, fmt::join(rss, ", "));
-  LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, final_dir(opt_.stage_dir));
-  return kExitOk;
 }
 
-void Trainer::log_metrics(const std::map<std::string, double>& terms_now, double grad_norm, double ex_per_s) {
-  if (!comm_.is_root()) return;
-  json j{{"step", step_}, {"grad_norm", grad_norm}, {"examples_per_s", ex_per_s}};
-  for (const auto& [k, v] : terms_now) j[k] = v;
-  json lr = json::object();
-  const auto lrs = current_lrs();
-  for (size_t i = 0; i < groups_.size(); ++i) lr[groups_[i].name] = lrs[i];
-  j["lr"] = lr;
-  std::ofstream(opt_.stage_dir + "/metrics.jsonl", std::ios::app) << j.dump() << "\n";
+
+std::map<std::string, double> Trainer::reduce_terms(const std::map<std::string, std::pair<double, double>>& acc) {
+  // Each declared term: (sum, number of productions) over ranks, micro-steps and logged steps.
+  std::vector<double> vals;
+  for (const auto& k : terms) {
+    auto it = acc.find(k);
+    vals.push_back(it == acc.end() ? 0.0 : it->second.first);
+    vals.push_back(it == acc.end() ? 0.0 : it->second.second);
+  }
+  auto t = torch::tensor(vals.empty() ? std::vector<double>{0.0} : vals, torch::kFloat64);
+  if (comm_.size() > 1) comm_.allreduce(t, ReduceOp::Sum);
+  std::map<std::string, double> logged;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const double n = t[2 * i + 1].item<double>();
+    if (n > 0) logged[terms[i]] = t[2 * i].item<double>() / n;
+  }
+  return logged;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Checkpoints: rank 0 writes every file under a temporary name and renames the folder; after a barrier it writes
-// DONE with the SHA-256 of every file. The contents do not depend on the world size (parameters and AdamW state are
-// replicated; randomness is keyed by step).
+// DONE with the SHA-256 of every file and prunes (CheckpointStore).
 
-bool Trainer::is_complete(const std::string& dir) { return file_exists(dir + "/DONE"); }
-
-std::string Trainer::verify(const std::string& dir) {
-  if (!is_complete(dir)) return "no DONE file (incomplete)";
-  const json done = json::parse(read_file(dir + "/DONE"), nullptr, false);
-  if (done.is_discarded() || !done.is_object() || !done.contains("files"))
-    return "DONE has no checksums (written by an older daei): not verifiable";
-  for (const auto& [name, sha] : done.at("files").items()) {
-    const std::string p = dir + "/" + name;
-    if (!file_exists(p)) return fmt::format("{} is missing", name);
-    if (sha256_file(p) != sha.get<std::string>()) return fmt::format("{}: SHA-256 differs (damaged)", name);
+void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
+  if (comm_.is_root()) {
+    CheckpointState st;
+    st.stage = opt_.tag;
+    st.step = step_;
+    st.steps_per_epoch = steps_per_epoch_;
+    st.seed = opt_.seed;
+    st.n_rows = n_rows_;
+    st.global_batch = opt_.global_batch;
+    st.grad_accum = opt_.grad_accum;
+    st.world_size = comm_.size();
+    const bool own_final = name == "final" && save_final;  // one folder a module instead of model.safetensors
+    store_.write(name, own_final ? nullptr : &modules_, own_final ? save_final : save_extra,
+                 with_optimizer ? optim_.get() : nullptr, st);
   }
-  return "";
+  comm_.barrier();
+  if (comm_.is_root()) store_.seal(name, step_);
+  comm_.barrier();
+  LOG_INFO("[{}] checkpoint {} (step {})", opt_.tag, store_.dir_of(name), step_);
 }
 
-std::string Trainer::latest_checkpoint(const std::string& stage_dir) {
-  std::vector<std::string> done;
-  if (!fs::is_directory(stage_dir)) return "";
-  for (const auto& e : fs::directory_iterator(stage_dir)) {
-    const std::string name = e.path().filename().string();
-    if (is_checkpoint_name(name) && is_complete(e.path().string())) done.push_back(e.path().string());
-  }
-  std::sort(done.rbegin(), done.rend());
-  for (const auto& d : done) {
-    const std::string why = verify(d);
-    if (why.empty()) return d;
-    LOG_WARN("[trainer] skipping checkpoint {}: {}; falling back to the previous one", d, why);
-  }
-  return "";
+void Trainer::load_checkpoint(const std::string& dir) {
+  const CheckpointState st = store_.load(dir, modules_, *optim_, opt_.global_batch, n_rows_);
+  step_ = st.step;
+  LOG_INFO("[{}] resumed from {} at step {} (written by {} rank{}, now {})", opt_.tag, dir, step_, st.world_size,
+           st.world_size == 1 ? "" : "s", comm_.size());
+}
+
+bool Trainer::is_complete(const std::string& dir) { return CheckpointStore::is_complete(dir); }
+std::string Trainer::verify(const std::string& dir) { return CheckpointStore::verify(dir); }
+std::string Trainer::latest_checkpoint(const std::string& stage_dir) { return CheckpointStore::latest(stage_dir); }
+std::vector<std::string> Trainer::check_earlier_run(const std::string& stage_dir, bool resume, bool force) {
+  return StageFolder::check_earlier_run(stage_dir, resume, force);
 }
 
 bool Trainer::final_ready(const std::string& stage_dir) {
@@ -535,116 +473,6 @@ bool Trainer::final_ready(const std::string& stage_dir) {
   const std::string why = verify(f);
   if (!why.empty()) LOG_WARN("[trainer] {} does not verify ({}): the stage is not complete", f, why);
   return why.empty();
-}
-
-void Trainer::write_done(const std::string& dir) {
-  json files = json::object();
-  for (const auto& rel : files_under(dir)) files[rel] = sha256_file(dir + "/" + rel);
-  write_file_atomic(dir + "/DONE", json{{"step", step_}, {"files", files}}.dump(1) + "\n");
-}
-
-void Trainer::save_checkpoint(const std::string& name, bool with_optimizer) {
-  const std::string dir = opt_.stage_dir + "/" + name;
-  if (comm_.is_root()) {
-    const std::string tmp = temp_sibling(dir);
-    fs::remove_all(tmp);
-    make_dirs(tmp);
-    if (name == "final" && save_final) {
-      save_final(tmp);
-    } else {
-      save_safetensors(tmp + "/model.safetensors", module_state(modules_));
-      if (save_extra) save_extra(tmp);
-    }
-    if (with_optimizer) {
-      torch::serialize::OutputArchive ar;
-      optim_->save(ar);
-      ar.save_to(tmp + "/optim.pt");
-    }
-    json st{{"schema", "daei.checkpoint.v2"},
-            {"stage", opt_.tag},
-            {"step", step_},
-            {"epoch", step_ / steps_per_epoch_},
-            {"sampler", {{"epoch", step_ / steps_per_epoch_},
-                         {"step_in_epoch", step_ % steps_per_epoch_},
-                         {"seed", opt_.seed},
-                         {"n_rows", n_rows_}}},
-            {"global_batch", opt_.global_batch},
-            {"grad_accum", opt_.grad_accum},
-            {"world_size", comm_.size()},
-            {"rng", {{"scheme", "default generator re-seeded from (seed, step, rank, micro-step); nothing to restore"},
-                     {"seed", opt_.seed}}}};
-    write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
-    fs::remove_all(dir);
-    fs::rename(tmp, dir);
-  }
-  comm_.barrier();
-  if (comm_.is_root()) {
-    write_done(dir);
-    prune_checkpoints(name);
-  }
-  comm_.barrier();
-  LOG_INFO("[{}] checkpoint {} (step {})", opt_.tag, dir, step_);
-}
-
-void Trainer::prune_checkpoints(const std::string& just_written) {
-  // keep_last counts verified checkpoints only: a damaged one (skipped by a fall-back on resume) is removed and
-  // never counted, so it cannot push an intact one out. Each is verified (SHA-256 of every file) once per process;
-  // the one just written is verified by construction (its DONE was computed from its files a moment ago).
-  verified_.insert(just_written);
-  std::vector<std::string> done;
-  for (const auto& e : fs::directory_iterator(opt_.stage_dir)) {
-    const std::string n = e.path().filename().string();
-    if (is_checkpoint_name(n) && is_complete(e.path().string())) done.push_back(n);
-  }
-  std::sort(done.begin(), done.end());
-  std::vector<std::string> good;
-  for (const auto& n : done) {
-    if (!verified_.count(n)) {
-      const std::string why = verify(opt_.stage_dir + "/" + n);
-      if (!why.empty()) {
-        LOG_WARN("[{}] removing damaged checkpoint {}/{} ({})", opt_.tag, opt_.stage_dir, n, why);
-        fs::remove_all(opt_.stage_dir + "/" + n);
-        continue;
-      }
-      verified_.insert(n);
-    }
-    good.push_back(n);
-  }
-  for (size_t i = 0; opt_.keep_last > 0 && i + opt_.keep_last < good.size(); ++i) {
-    fs::remove_all(opt_.stage_dir + "/" + good[i]);
-    verified_.erase(good[i]);
-  }
-}
-
-void Trainer::load_checkpoint(const std::string& dir) {
-  const std::string sp = dir + "/state.json";
-  const json st = json::parse(read_file(sp), nullptr, false);
-  DAEI_CHECK(!st.is_discarded() && st.is_object(), "{}: not valid JSON", sp);
-  auto need = [&](const json& j, const char* key) -> const json& {
-    DAEI_CHECK(j.is_object() && j.contains(key), "{}: key '{}' is missing", sp, key);
-    return j.at(key);
-  };
-  const std::string schema = st.value("schema", "");
-  DAEI_CHECK(schema == "daei.checkpoint.v1" || schema == "daei.checkpoint.v2", "{}: unknown checkpoint schema '{}'",
-             sp, schema);
-  const int64_t gb = need(st, "global_batch").get<int64_t>();
-  DAEI_CHECK(gb == opt_.global_batch,
-             "{}: checkpoint was trained with global batch {}, the config says {}; resume needs the same global batch",
-             dir, gb, opt_.global_batch);
-  const int64_t rows = need(need(st, "sampler"), "n_rows").get<int64_t>();
-  DAEI_CHECK(rows == n_rows_, "{}: checkpoint was trained on {} rows, the data now has {}", dir, rows, n_rows_);
-  load_module_state(modules_, load_safetensors(dir + "/model.safetensors"), dir + "/model.safetensors");
-  try {
-    torch::serialize::InputArchive ar;
-    ar.load_from(dir + "/optim.pt");
-    optim_->load(ar);
-  } catch (const c10::Error& e) {
-    throw Error(fmt::format("{}/optim.pt: cannot be read ({})", dir, e.what_without_backtrace()));
-  }
-  step_ = need(st, "step").get<int64_t>();
-  const int64_t was = need(st, "world_size").get<int64_t>();
-  LOG_INFO("[{}] resumed from {} at step {} (written by {} rank{}, now {})", opt_.tag, dir, step_, was,
-           was == 1 ? "" : "s", comm_.size());
 }
 
 }  // namespace daei

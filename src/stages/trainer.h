@@ -12,13 +12,13 @@
 //   - optionally `save_final(dir)`: one folder a module in final/ (final/dae/, final/inverter/ …).
 // The loop does the rest: the global batches of shard_plan, gradient accumulation, the all-reduce (GradReducer,
 // per gradient set), the control word (stop / save / skip a non-finite step, all decided on reduced values),
-// schedules, per-group and global clipping, AdamW, metrics.jsonl and curves.png, rank-0 progress, checkpoints
-// (stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name + rename, SHA-256 of every file
-// in DONE, keep the last K that verify, a damaged one removed), resume from the newest checkpoint that verifies
-// (any world size), an exclusive lock on the stage folder, stageK/final/, and SIGUSR1/SIGTERM to a rank →
-// checkpoint → that rank exits 75. Under mpirun the job's exit code is mpirun's: USR1 to mpirun is forwarded and
-// gives 75; TERM to mpirun makes Open MPI abort the job with its own non-zero status, never 75 (launch/mpirun.sh
-// turns TERM into USR1; README "Stopping and requeueing").
+// schedules, per-group and global clipping, AdamW, metrics.jsonl (MetricsLog) and curves.png, rank-0 progress,
+// checkpoints (CheckpointStore: stageK/ckpt-XXXXXXXX/{model.safetensors, optim.pt, state.json, DONE}, temp name +
+// rename, SHA-256 of every file in DONE, keep the last K that verify, a damaged one removed), resume from the newest
+// checkpoint that verifies (any world size), an exclusive lock on the stage folder (StageFolder), stageK/final/, and
+// SIGUSR1/SIGTERM to a rank → checkpoint → that rank exits 75. Under mpirun the job's exit code is mpirun's: USR1 to
+// mpirun is forwarded and gives 75; TERM to mpirun makes Open MPI abort the job with its own non-zero status, never
+// 75 (launch/mpirun.sh turns TERM into USR1; README "Stopping and requeueing").
 // Randomness: before each micro-step the default generator is re-seeded from (seed, step, rank, micro-step), so
 // dropout never depends on history and resume is exact on any number of ranks.
 #pragma once
@@ -26,12 +26,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 #include <torch/types.h>
 
-#include "core/safetensors.h"
+#include "stages/checkpoint_store.h"
 
 namespace torch::optim {
 class AdamW;
@@ -41,8 +40,9 @@ namespace daei {
 
 class Communicator;
 class Config;
-class DirLock;
 class GradReducer;
+class MetricsLog;
+class StageFolder;
 
 struct ParamGroupSpec {
   std::string name;
@@ -71,6 +71,22 @@ struct TrainerOptions {
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb
   std::string amp = "off";        // off | bf16 (autocast around the loss)
   bool plot = true;               // curves.png at the end (gnuplot)
+
+  // The config keys, listed once (read through core/fields.h), a line a topic: the stage's own section (stageK.*) …
+  template <class Self, class Visit>
+  static void stage_fields(Self& s, Visit&& v) {
+    v("steps", s.total_steps), v("batch_size", s.global_batch), v("grad_accum", s.grad_accum);
+    v("schedule", s.schedule), v("warmup_steps", s.warmup_steps), v("clip_norm", s.clip_norm);
+    v("eval_every", s.eval_every);
+  }
+  // … and train.* (run.seed and dist.bucket_mb are read beside them).
+  template <class Self, class Visit>
+  static void train_fields(Self& s, Visit&& v) {
+    v("adam_beta1", s.beta1), v("adam_beta2", s.beta2), v("adam_eps", s.adam_eps);
+    v("log_every", s.log_every), v("progress_every_s", s.progress_every_s), v("plot", s.plot);
+    v("ckpt_every", s.ckpt_every), v("keep_last", s.keep_last), v("stop_after", s.stop_after);
+    v("amp", s.amp);
+  }
 };
 // train.* keys (configs/defaults/train.yaml) layered under the stage's own keys (stageK.*).
 TrainerOptions trainer_options(const Config& cfg, const std::string& stage_key, const std::string& stage_dir);
@@ -100,6 +116,9 @@ struct LossOutput {
   std::vector<SetLoss> more;             // gradient sets 1.. in the declared order
   std::map<std::string, double> terms;   // logged, averaged over micro-steps and the ranks that produced them
 };
+// A loss summed over `count` tokens (the Trainer divides by the global batch's count), logged as "loss" (its mean
+// a token) and "tokens", beside the stage's other terms.
+LossOutput token_sum_loss(const at::Tensor& sum, int64_t count, std::map<std::string, double> more_terms = {});
 
 // Global gradients of every set, aligned with Trainer::params() (undefined: no gradient anywhere).
 using GradSets = std::vector<std::vector<at::Tensor>>;
@@ -138,7 +157,7 @@ class Trainer {
   // "combine", "optimizer" (agreement, clipping, AdamW). With a CUDA device only what the host waited for counts.
   const std::map<std::string, double>& phase_seconds() const { return phase_s_; }
 
-  // Checkpoint layout helpers.
+  // Checkpoint layout helpers (CheckpointStore and StageFolder own the rules).
   static bool is_complete(const std::string& dir);            // has DONE
   // DONE present and every file it lists has its recorded SHA-256; "" when good, else what is wrong.
   static std::string verify(const std::string& dir);
@@ -153,11 +172,14 @@ class Trainer {
  private:
   void train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm, bool& nonfinite);
   void save_checkpoint(const std::string& name, bool with_optimizer);
-  void write_done(const std::string& dir);
   void load_checkpoint(const std::string& dir);
-  void prune_checkpoints(const std::string& just_written);
   void prepare_stage_dir();
-  void log_metrics(const std::map<std::string, double>& terms, double grad_norm, double ex_per_s);
+  // Scheduled learning rates, then (unless skip: a non-finite step) per-group and global clipping and AdamW.
+  void update(bool skip);
+  // The mean of each logged term over ranks, micro-steps and steps since the last log line (collective).
+  std::map<std::string, double> reduce_terms(const std::map<std::string, std::pair<double, double>>& acc);
+  void log_step(const std::map<std::string, double>& logged, double grad_norm, double examples_per_s);  // rank 0
+  void log_where_time_and_memory_went();  // phase shares (rank 0) and every rank's peak RSS (collective)
   std::vector<int64_t> local_rows(int64_t step) const;  // this rank's rows of a global step (all micro-steps)
 
   Communicator& comm_;
@@ -171,8 +193,9 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   int64_t step_ = 0;
   std::map<std::string, double> phase_s_;
-  std::set<std::string> verified_;  // rank 0: checkpoint names whose files matched their DONE (prune_checkpoints)
-  std::unique_ptr<DirLock> lock_;  // rank 0: the stage folder's lock
+  CheckpointStore store_;               // rank 0 writes, seals and prunes; every rank loads
+  std::unique_ptr<StageFolder> folder_;  // rank 0: the stage folder, locked for the run
+  std::unique_ptr<MetricsLog> metrics_;  // written by rank 0
 };
 
 }  // namespace daei
