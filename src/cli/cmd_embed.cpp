@@ -16,6 +16,12 @@
 namespace daei::cli {
 namespace {
 
+// embed, serve-embedder, estimate-sigma: the release interface alone, one process, no run directory.
+SubcommandSpec release_command(const std::string& name, const std::string& help,
+                               std::function<BoundCommand(CLI::App&)> add_options) {
+  return SubcommandSpec{{name}, help, std::move(add_options), /*uses_run_dir=*/false, /*single_process=*/true};
+}
+
 struct EmbedCommand {
   std::vector<std::string> texts;
   bool as_json = false;
@@ -54,17 +60,6 @@ int run_embed(Context& ctx, const EmbedCommand& cmd) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"embed"},
-    "print the clean and noisy embeddings of --text lines (one line each; --json for JSON lines)",
-    bind_options<EmbedCommand>(
-        [](CLI::App& a, EmbedCommand& o) {
-          a.add_option("--text", o.texts, "a text to embed (repeatable)")->required();
-          a.add_flag("--json", o.as_json, "one JSON object a line: {text, clean, noisy}");
-        },
-        run_embed),
-    /*uses_run_dir=*/false, /*single_process=*/true});
-
 struct ServeCommand {
   int port = -1;     // -1: server.port
   std::string host;  // empty: server.host
@@ -90,17 +85,6 @@ int run_serve(Context& ctx, const ServeCommand& cmd) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"serve-embedder"},
-    "serve the configured (noisy) embedder over HTTP: POST /v1/embeddings (OpenAI-style); SIGTERM/SIGINT stop it",
-    bind_options<ServeCommand>(
-        [](CLI::App& a, ServeCommand& o) {
-          a.add_option("--port", o.port, "port (default server.port; 0 picks a free one)");
-          a.add_option("--host", o.host, "address to bind (default server.host = 127.0.0.1)");
-        },
-        run_serve),
-    /*uses_run_dir=*/false, /*single_process=*/true});
-
 struct EstimateSigmaCommand {
   bool as_json = false;
   int64_t repeats = 0;  // 0: estimate.repeats
@@ -122,16 +106,31 @@ int run_estimate(Context& ctx, const EstimateSigmaCommand& cmd) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"estimate-sigma"},
+// The flags of the three commands of the release interface.
+void add_embed_flags(CLI::App& a, EmbedCommand& o) {
+  a.add_option("--text", o.texts, "a text to embed (repeatable)")->required();
+  a.add_flag("--json", o.as_json, "one JSON object a line: {text, clean, noisy}");
+}
+void add_serve_flags(CLI::App& a, ServeCommand& o) {
+  a.add_option("--port", o.port, "port (default server.port; 0 picks a free one)");
+  a.add_option("--host", o.host, "address to bind (default server.host = 127.0.0.1)");
+}
+void add_estimate_flags(CLI::App& a, EstimateSigmaCommand& o) {
+  a.add_flag("--json", o.as_json, "one JSON line: sigma_hat, rel_se, queries, ...");
+  a.add_option("--repeats", o.repeats, "queries per calibration text (default estimate.repeats)");
+}
+
+DAEI_SUBCOMMAND(release_command(
+    "embed", "print the clean and noisy embeddings of --text lines (one line each; --json for JSON lines)",
+    bind_options<EmbedCommand>(add_embed_flags, run_embed)));
+DAEI_SUBCOMMAND(release_command("serve-embedder",
+                                "serve the configured (noisy) embedder over HTTP: POST /v1/embeddings (OpenAI-style); "
+                                "SIGTERM/SIGINT stop it",
+                                bind_options<ServeCommand>(add_serve_flags, run_serve)));
+DAEI_SUBCOMMAND(release_command(
+    "estimate-sigma",
     "estimate the release interface's noise sigma from repeated queries (paper eq. 3) with its relative s.e.",
-    bind_options<EstimateSigmaCommand>(
-        [](CLI::App& a, EstimateSigmaCommand& o) {
-          a.add_flag("--json", o.as_json, "one JSON line: sigma_hat, rel_se, queries, ...");
-          a.add_option("--repeats", o.repeats, "queries per calibration text (default estimate.repeats)");
-        },
-        run_estimate),
-    /*uses_run_dir=*/false, /*single_process=*/true});
+    bind_options<EstimateSigmaCommand>(add_estimate_flags, run_estimate)));
 
 }  // namespace
 }  // namespace daei::cli

@@ -83,12 +83,9 @@ int run_command(Context& ctx, const EvalCommand& cmd) {
   return rc;
 }
 
-namespace {
-
 DAEI_SUBCOMMAND(SubcommandSpec{{"eval"},
                                "the leakage table over every trained system (results.json / .md, samples.md); "
                                "--dae-only: the DAE table",
                                bind_options<EvalCommand>(add_flags, run_command, validate_command)});
 
-}  // namespace
 }  // namespace daei::cli

@@ -65,13 +65,10 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
   return kExitOk;
 }
 
-namespace {
-
 DAEI_SUBCOMMAND(SubcommandSpec{{"hypotheses"},
                                "a corrector's data: its inverter's hypotheses of the training texts (and of "
                                "train.heldout_rows val texts), re-queried through the noisy embedder into "
                                "cache/hyp-train* and cache/hyp-val* (resumable)",
                                bind_options<HypothesesCommand>(add_flags, run_command, validate_command)});
 
-}  // namespace
 }  // namespace daei::cli
