@@ -3,7 +3,8 @@
 //   references) → stage 1 → stage 2 → baselines → stage 3 → hypotheses → stage 4 → (zsinvert.enabled: the lm
 //   stage, zsinvert's generator) → eval.
 // Each step is the same subcommand a user would run (its options struct, built afresh for the step, and the same
-// validate and run functions), so the pipeline adds no second code path and no flag carries over between steps. A stop request (exit 75) ends the pipeline with 75: run it again to resume.
+// validate and run functions), so the pipeline adds no second code path and no flag carries over between steps.
+// A stop request (exit 75) ends the pipeline with 75: run it again to resume.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
