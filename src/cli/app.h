@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/config.h"
@@ -27,23 +28,54 @@ struct Context {
   std::function<void()> commit_config = [] {};
 };
 
+// A subcommand's calls, bound to the options struct its parser fills (one struct per parser: two parses share
+// nothing, so no flag carries over from one to the next).
+struct BoundCommand {
+  // Checks of the command's own flags and of the config against them (every rank, the same way), run after the
+  // config is loaded and validated and before anything is written: a UsageError here leaves the run directory
+  // untouched. (A UsageError thrown later by `run` restores config.yaml as it was.) May be empty.
+  std::function<void(Context&)> validate;
+  std::function<int(Context&)> run;
+  // The parsed --force of a command that has one: it redoes the command's own work, so main lets config changes
+  // to that work through (logged) instead of refusing them.
+  std::function<bool()> forced = [] { return false; };
+};
+
 struct SubcommandSpec {
   std::vector<std::string> path;  // {"cache", "build"}
   std::string help;
-  std::function<void(CLI::App&)> add_options;  // subcommand-specific flags bound to file-static variables
-  std::function<int(Context&)> run;
+  std::function<BoundCommand(CLI::App&)> add_options;  // adds the flags, bound to a fresh options struct
   bool uses_run_dir = true;       // save config.yaml and log to run_dir/daei.log
   // One process, no MPI (embed, serve-embedder, estimate-sigma): MPI is not initialised, so no MPI networking
   // (TCP listeners on every interface) is started; under mpirun with more than one rank the command refuses.
   bool single_process = false;
-  // Checks of the command's own flags and of the config against them (every rank, the same way), run after the
-  // config is loaded and validated and before anything is written: a UsageError here leaves the run directory
-  // untouched. (A UsageError thrown later by `run` restores config.yaml as it was.)
-  std::function<void(Context&)> validate = nullptr;
   // The command locks the folder it writes and checks it before config.yaml is saved: it calls ctx.commit_config()
   // then, so a command refused by the lock (another process at work) or by that check leaves config.yaml as it was.
   bool commits_config = false;
 };
+
+// An options struct with a `force` member: the command has --force (see BoundCommand::forced).
+template <class Options, class = void>
+struct has_force_flag : std::false_type {};
+template <class Options>
+struct has_force_flag<Options, std::void_t<decltype(Options::force)>> : std::true_type {};
+
+// The add_options of a subcommand whose flags fill an `Options` struct: `add` declares the flags on the struct,
+// `run` and `validate` (optional) read it once parsed.
+template <class Options>
+std::function<BoundCommand(CLI::App&)> bind_options(void (*add)(CLI::App&, Options&),
+                                                    int (*run)(Context&, const Options&),
+                                                    void (*validate)(Context&, const Options&) = nullptr) {
+  return [add, run, validate](CLI::App& app) {
+    auto options = std::make_shared<Options>();
+    add(app, *options);
+    BoundCommand c;
+    c.run = [options, run](Context& ctx) { return run(ctx, *options); };
+    if (validate) c.validate = [options, validate](Context& ctx) { validate(ctx, *options); };
+    if constexpr (has_force_flag<Options>::value) c.forced = [options] { return options->force; };
+    return c;
+  };
+}
 
 int register_subcommand(SubcommandSpec spec);
 const std::vector<SubcommandSpec>& subcommands();

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/commands.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -13,13 +14,10 @@
 #include "model/embedder.h"
 
 namespace daei::cli {
-namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-bool g_force = false;
-
-int run_corpus_build(Context& ctx) {
+int run_command(Context& ctx, const CorpusBuildCommand& cmd) {
   if (ctx.comm->rank() != 0) return kExitOk;  // one writer; other ranks have nothing to do
   const std::string out = ctx.run_dir + "/corpus";
   const std::string stats_path = out + "/stats.json";
@@ -27,7 +25,7 @@ int run_corpus_build(Context& ctx) {
   YAML::Node content = YAML::Clone(ctx.config.node("corpus"));
   content.remove("sort_buffer_mb");
   const std::string want = YAML::Dump(content);
-  if (file_exists(stats_path) && !g_force) {
+  if (file_exists(stats_path) && !cmd.force) {
     json old = json::parse(read_file(stats_path));
     DAEI_CHECK(old.value("config", "") == want,
                "{} was built with another corpus config; pass --force to rebuild it (caches built from the old corpus "
@@ -48,18 +46,9 @@ int run_corpus_build(Context& ctx) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"corpus", "build"},
-    "real text → corpus/{train,val,test,ood-*}.jsonl (dedup, length filter, seeded shuffle; streaming)",
-    [](CLI::App& a) { a.add_flag("--force", g_force, "rebuild even when the corpus exists"); },
-    run_corpus_build});
-
-std::string g_split;
-bool g_clean = false;
-
-int run_cache_build(Context& ctx) {
-  auto opt = CacheBuildOptions::from_config(ctx.config, ctx.run_dir, g_split);
-  opt.clean = g_clean;
+int run_command(Context& ctx, const CacheBuildCommand& cmd) {
+  auto opt = CacheBuildOptions::from_config(ctx.config, ctx.run_dir, cmd.split);
+  opt.clean = cmd.clean;
   // config.yaml is written once build_cache holds the split's lock: a refused build (another one holds it, a bad
   // request) leaves the run's config as it was.
   opt.on_locked = [&ctx] { ctx.commit_config(); };
@@ -72,47 +61,53 @@ int run_cache_build(Context& ctx) {
   return kExitOk;
 }
 
+namespace {
+
+DAEI_SUBCOMMAND(SubcommandSpec{
+    {"corpus", "build"},
+    "real text → corpus/{train,val,test,ood-*}.jsonl (dedup, length filter, seeded shuffle; streaming)",
+    bind_options<CorpusBuildCommand>(add_flags, run_command)});
+
 SubcommandSpec cache_build_spec() {
   SubcommandSpec s{
       {"cache", "build"},
       "query the noisy embedder for a split's texts and write HDF5 shards (resumable, MPI-parallel)",
-      [](CLI::App& a) {
-        a.add_option("--split", g_split, "train, val, test, ood-fortunes, ...")->required();
-        a.add_flag("--clean", g_clean, "also write clean embeddings (offline evaluation only) to cache/SPLIT/clean");
-      },
-      run_cache_build};
+      bind_options<CacheBuildCommand>(add_flags, run_command)};
   s.commits_config = true;  // under the split's lock (CacheBuildOptions::on_locked)
   return s;
 }
 
 DAEI_SUBCOMMAND(cache_build_spec());
 
-std::string g_verify_split;
-bool g_verify_json = false, g_verify_clean = false;
+struct CacheVerifyCommand {
+  std::string split;
+  bool as_json = false, clean = false;
+};
 
-int run_cache_verify(Context& ctx) {
+int run_cache_verify(Context& ctx, const CacheVerifyCommand& cmd) {
   if (ctx.comm->rank() != 0) return kExitOk;
-  auto r = verify_cache(ctx.run_dir + "/cache/" + g_verify_split, g_verify_clean);
-  if (g_verify_json)
-    std::cout << json{{"split", g_verify_split}, {"kind", g_verify_clean ? "clean" : "noisy"}, {"rows", r.rows},
+  auto r = verify_cache(ctx.run_dir + "/cache/" + cmd.split, cmd.clean);
+  if (cmd.as_json)
+    std::cout << json{{"split", cmd.split}, {"kind", cmd.clean ? "clean" : "noisy"}, {"rows", r.rows},
                       {"shards", r.shards}, {"dim", r.dim}, {"dtype", r.dtype}, {"embedder", r.embedder},
                       {"sigma", r.sigma}, {"digest", r.digest}}.dump()
               << "\n";
   else
     std::cout << fmt::format("{}: ok, {} rows, {} shards, dim {}, {}, sigma {}, embedder {}\ndigest {}\n",
-                             g_verify_split, r.rows, r.shards, r.dim, r.dtype, r.sigma, r.embedder, r.digest);
+                             cmd.split, r.rows, r.shards, r.dim, r.dtype, r.sigma, r.embedder, r.digest);
   return kExitOk;
 }
 
 DAEI_SUBCOMMAND(SubcommandSpec{
     {"cache", "verify"},
     "check a cache's checksums and attributes against its manifest; print rows, shards and a content digest",
-    [](CLI::App& a) {
-      a.add_option("--split", g_verify_split, "the split to check")->required();
-      a.add_flag("--json", g_verify_json, "one JSON line");
-      a.add_flag("--clean", g_verify_clean, "check cache/SPLIT/clean instead");
-    },
-    run_cache_verify});
+    bind_options<CacheVerifyCommand>(
+        [](CLI::App& a, CacheVerifyCommand& o) {
+          a.add_option("--split", o.split, "the split to check")->required();
+          a.add_flag("--json", o.as_json, "one JSON line");
+          a.add_flag("--clean", o.clean, "check cache/SPLIT/clean instead");
+        },
+        run_cache_verify)});
 
 }  // namespace
 }  // namespace daei::cli

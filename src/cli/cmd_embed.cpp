@@ -16,29 +16,38 @@
 namespace daei::cli {
 namespace {
 
-std::vector<std::string> g_texts;
-bool g_embed_json = false;
+// embed, serve-embedder, estimate-sigma: the release interface alone, one process, no run directory.
+SubcommandSpec release_command(const std::string& name, const std::string& help,
+                               std::function<BoundCommand(CLI::App&)> add_options) {
+  return SubcommandSpec{{name}, help, std::move(add_options), /*uses_run_dir=*/false, /*single_process=*/true};
+}
 
-int run_embed(Context& ctx) {
-  DAEI_CHECK(!g_texts.empty(), "give at least one --text");
+struct EmbedCommand {
+  std::vector<std::string> texts;
+  bool as_json = false;
+};
+
+int run_embed(Context& ctx, const EmbedCommand& cmd) {
+  const std::vector<std::string>& texts = cmd.texts;
+  DAEI_CHECK(!texts.empty(), "give at least one --text");
   auto emb = make_embedder(ctx.config);
   std::vector<std::string> keys;
-  for (const auto& t : g_texts) keys.push_back("embed/" + t);
-  at::Tensor noisy = emb->embed(g_texts, keys);
+  for (const auto& t : texts) keys.push_back("embed/" + t);
+  at::Tensor noisy = emb->embed(texts, keys);
   at::Tensor clean;
-  if (emb->adds_noise()) clean = emb->clean(g_texts);
-  for (size_t i = 0; i < g_texts.size(); ++i) {
+  if (emb->adds_noise()) clean = emb->clean(texts);
+  for (size_t i = 0; i < texts.size(); ++i) {
     auto row = [&](const at::Tensor& t) {
       auto r = t[i].contiguous();
       return std::vector<float>(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
     };
-    if (g_embed_json) {
-      nlohmann::json j{{"text", g_texts[i]}, {"embedder", emb->id()}, {"sigma", emb->sigma()}};
+    if (cmd.as_json) {
+      nlohmann::json j{{"text", texts[i]}, {"embedder", emb->id()}, {"sigma", emb->sigma()}};
       j["clean"] = clean.defined() ? nlohmann::json(row(clean)) : nlohmann::json(nullptr);
       j["noisy"] = row(noisy);
       std::cout << j.dump() << "\n";
     } else {
-      std::string line = fmt::format("{}\tdim {}", g_texts[i], noisy.size(1));
+      std::string line = fmt::format("{}\tdim {}", texts[i], noisy.size(1));
       if (clean.defined()) {
         double cos = torch::cosine_similarity(clean[i], noisy[i], 0).item<double>();
         line += fmt::format("  |clean| {:.4f}  cos(clean, noisy) {:.4f}", clean[i].norm().item<double>(), cos);
@@ -51,23 +60,16 @@ int run_embed(Context& ctx) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"embed"},
-    "print the clean and noisy embeddings of --text lines (one line each; --json for JSON lines)",
-    [](CLI::App& a) {
-      a.add_option("--text", g_texts, "a text to embed (repeatable)")->required();
-      a.add_flag("--json", g_embed_json, "one JSON object a line: {text, clean, noisy}");
-    },
-    run_embed, /*uses_run_dir=*/false, /*single_process=*/true});
+struct ServeCommand {
+  int port = -1;     // -1: server.port
+  std::string host;  // empty: server.host
+};
 
-int g_port = -1;
-std::string g_host;
-
-int run_serve(Context& ctx) {
+int run_serve(Context& ctx, const ServeCommand& cmd) {
   auto emb = make_embedder(ctx.config);
   auto opt = ServerOptions::from_config(ctx.config);
-  if (g_port >= 0) opt.port = g_port;
-  if (!g_host.empty()) opt.host = g_host;
+  if (cmd.port >= 0) opt.port = cmd.port;
+  if (!cmd.host.empty()) opt.host = cmd.host;
   if (opt.host != "127.0.0.1" && opt.host != "localhost" && opt.host != "::1")
     LOG_WARN("[serve] binding {}: reachable from other hosts", opt.host);
   EmbeddingServer server([emb](const std::vector<std::string>& t) { return emb->embed(t); }, opt);
@@ -83,23 +85,16 @@ int run_serve(Context& ctx) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"serve-embedder"},
-    "serve the configured (noisy) embedder over HTTP: POST /v1/embeddings (OpenAI-style); SIGTERM/SIGINT stop it",
-    [](CLI::App& a) {
-      a.add_option("--port", g_port, "port (default server.port; 0 picks a free one)");
-      a.add_option("--host", g_host, "address to bind (default server.host = 127.0.0.1)");
-    },
-    run_serve, /*uses_run_dir=*/false, /*single_process=*/true});
+struct EstimateSigmaCommand {
+  bool as_json = false;
+  int64_t repeats = 0;  // 0: estimate.repeats
+};
 
-bool g_sigma_json = false;
-int64_t g_repeats = 0;
-
-int run_estimate(Context& ctx) {
+int run_estimate(Context& ctx, const EstimateSigmaCommand& cmd) {
   auto emb = make_embedder(ctx.config);
-  const int64_t repeats = g_repeats > 0 ? g_repeats : ctx.config.integer("estimate.repeats");
+  const int64_t repeats = cmd.repeats > 0 ? cmd.repeats : ctx.config.integer("estimate.repeats");
   auto est = estimate_release_sigma(ctx.config, *emb, repeats);
-  if (g_sigma_json) {
+  if (cmd.as_json) {
     std::cout << nlohmann::json{{"sigma_hat", est.sigma}, {"rel_se", est.rel_se}, {"queries", est.queries},
                                 {"texts", est.texts}, {"repeats", est.repeats}, {"dim", est.dim},
                                 {"embedder", emb->id()}}.dump()
@@ -111,14 +106,31 @@ int run_estimate(Context& ctx) {
   return kExitOk;
 }
 
-DAEI_SUBCOMMAND(SubcommandSpec{
-    {"estimate-sigma"},
+// The flags of the three commands of the release interface.
+void add_embed_flags(CLI::App& a, EmbedCommand& o) {
+  a.add_option("--text", o.texts, "a text to embed (repeatable)")->required();
+  a.add_flag("--json", o.as_json, "one JSON object a line: {text, clean, noisy}");
+}
+void add_serve_flags(CLI::App& a, ServeCommand& o) {
+  a.add_option("--port", o.port, "port (default server.port; 0 picks a free one)");
+  a.add_option("--host", o.host, "address to bind (default server.host = 127.0.0.1)");
+}
+void add_estimate_flags(CLI::App& a, EstimateSigmaCommand& o) {
+  a.add_flag("--json", o.as_json, "one JSON line: sigma_hat, rel_se, queries, ...");
+  a.add_option("--repeats", o.repeats, "queries per calibration text (default estimate.repeats)");
+}
+
+DAEI_SUBCOMMAND(release_command(
+    "embed", "print the clean and noisy embeddings of --text lines (one line each; --json for JSON lines)",
+    bind_options<EmbedCommand>(add_embed_flags, run_embed)));
+DAEI_SUBCOMMAND(release_command("serve-embedder",
+                                "serve the configured (noisy) embedder over HTTP: POST /v1/embeddings (OpenAI-style); "
+                                "SIGTERM/SIGINT stop it",
+                                bind_options<ServeCommand>(add_serve_flags, run_serve)));
+DAEI_SUBCOMMAND(release_command(
+    "estimate-sigma",
     "estimate the release interface's noise sigma from repeated queries (paper eq. 3) with its relative s.e.",
-    [](CLI::App& a) {
-      a.add_flag("--json", g_sigma_json, "one JSON line: sigma_hat, rel_se, queries, ...");
-      a.add_option("--repeats", g_repeats, "queries per calibration text (default estimate.repeats)");
-    },
-    run_estimate, /*uses_run_dir=*/false, /*single_process=*/true});
+    bind_options<EstimateSigmaCommand>(add_estimate_flags, run_estimate)));
 
 }  // namespace
 }  // namespace daei::cli

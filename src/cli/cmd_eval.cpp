@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/commands.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -20,10 +21,6 @@
 
 namespace daei::cli {
 namespace {
-
-bool g_dae_only = false;
-std::vector<std::string> g_split_files;
-std::string g_sigmas;
 
 int run_dae_only(Context& ctx) {
   if (!ctx.comm->is_root()) return kExitOk;  // small: rank 0 alone
@@ -46,8 +43,10 @@ int run_dae_only(Context& ctx) {
   return kExitOk;
 }
 
-void validate(Context& ctx) {
-  if (g_dae_only) {
+}  // namespace
+
+void validate_command(Context& ctx, const EvalCommand& cmd) {
+  if (cmd.dae_only) {
     DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"), "eval --dae-only: no complete DAE at {} (run `daei "
                "train --stage 1` first)", final_dae_dir(ctx.run_dir + "/stage1"));
     return;
@@ -55,15 +54,15 @@ void validate(Context& ctx) {
   const std::string given = ctx.config.str("inverter.tokenizer");
   const std::string tok = given.empty() ? ctx.run_dir + "/tokenizer/spm.model" : given;
   DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
-  for (const auto& f : g_split_files) DAEI_CHECK(file_exists(f), "eval: --split {}: no such file", f);
+  for (const auto& f : cmd.split_files) DAEI_CHECK(file_exists(f), "eval: --split {}: no such file", f);
 }
 
-int run(Context& ctx) {
+int run_command(Context& ctx, const EvalCommand& cmd) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  if (g_dae_only) return run_dae_only(ctx);
+  if (cmd.dae_only) return run_dae_only(ctx);
   std::vector<double> sigmas;
-  if (!g_sigmas.empty()) {
-    std::stringstream ss(g_sigmas);
+  if (!cmd.sigmas.empty()) {
+    std::stringstream ss(cmd.sigmas);
     for (std::string item; std::getline(ss, item, ',');) {
       char* end = nullptr;
       const double v = std::strtod(item.c_str(), &end);
@@ -74,7 +73,7 @@ int run(Context& ctx) {
   }
   int rc = kExitOk;
   if (sigmas.empty()) {
-    rc = run_eval(ctx.config, *ctx.comm, ctx.run_dir, g_split_files, ctx.command_line);
+    rc = run_eval(ctx.config, *ctx.comm, ctx.run_dir, cmd.split_files, ctx.command_line);
     if (ctx.comm->is_root() && rc == kExitOk) std::cout << read_file(ctx.run_dir + "/eval/results.md");
     if (!ctx.config.flag("eval.sweep")) return rc;
     sigmas = ctx.config.reals("eval.sweep_sigmas");
@@ -88,15 +87,6 @@ int run(Context& ctx) {
 DAEI_SUBCOMMAND(SubcommandSpec{{"eval"},
                                "the leakage table over every trained system (results.json / .md, samples.md); "
                                "--dae-only: the DAE table",
-                               [](CLI::App& app) {
-                                 app.add_flag("--dae-only", g_dae_only, "only the DAE table (eval/dae.json)");
-                                 app.add_option("--split", g_split_files,
-                                                "a JSON-lines file of texts ({\"text\": ...}) to embed, noise and "
-                                                "evaluate like a split (repeatable)");
-                                 app.add_option("--sigma", g_sigmas,
-                                                "noise sweep: comma-separated σ list (eval/sigma_sweep.{json,md,png})");
-                               },
-                               run, true, false, validate});
+                               bind_options<EvalCommand>(add_flags, run_command, validate_command)});
 
-}  // namespace
 }  // namespace daei::cli

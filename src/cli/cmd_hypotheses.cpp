@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/app.h"
+#include "cli/commands.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -24,24 +25,26 @@
 namespace daei::cli {
 namespace {
 
-std::string g_for = "4";
-
-const CorrectorChain& chain() {
-  const CorrectorChain* c = find_corrector_chain(g_for);
-  if (!c) throw UsageError(fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, noisy-corrector", g_for));
+const CorrectorChain& chain(const HypothesesCommand& cmd) {
+  const CorrectorChain* c = find_corrector_chain(cmd.for_stage);
+  if (!c)
+    throw UsageError(
+        fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, noisy-corrector", cmd.for_stage));
   return *c;
 }
 
-void validate(Context& ctx) {
-  const auto& c = chain();
+}  // namespace
+
+void validate_command(Context& ctx, const HypothesesCommand& cmd) {
+  const auto& c = chain(cmd);
   for (const auto& need : {c.inverter_stage, c.dae_stage})
     DAEI_CHECK(need.empty() || Trainer::final_ready(ctx.run_dir + "/" + need),
                "hypotheses --for {}: {}/{}/final is missing or incomplete (train it first)", c.stage, ctx.run_dir, need);
 }
 
-int run(Context& ctx) {
+int run_command(Context& ctx, const HypothesesCommand& cmd) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  const auto& c = chain();
+  const auto& c = chain(cmd);
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   double sigma0 = 0;
@@ -67,12 +70,6 @@ DAEI_SUBCOMMAND(SubcommandSpec{{"hypotheses"},
                                "a corrector's data: its inverter's hypotheses of the training texts (and of "
                                "train.heldout_rows val texts), re-queried through the noisy embedder into "
                                "cache/hyp-train* and cache/hyp-val* (resumable)",
-                               [](CLI::App& app) {
-                                 g_for = "4";
-                                 app.add_option("--for", g_for,
-                                                "whose data: 4 (daei, default) | dae-corrector | noisy-corrector");
-                               },
-                               run, true, false, validate});
+                               bind_options<HypothesesCommand>(add_flags, run_command, validate_command)});
 
-}  // namespace
 }  // namespace daei::cli

@@ -19,14 +19,14 @@
 namespace daei::cli {
 namespace {
 
-std::string g_input, g_output;
+void validate(Context&, const EmbeddingFiles& files) {
+  DAEI_CHECK(file_exists(files.input), "invert: {}: no such file", files.input);
+}
 
-void validate(Context&) { DAEI_CHECK(file_exists(g_input), "invert: {}: no such file", g_input); }
-
-int run(Context& ctx) {
+int run(Context& ctx, const EmbeddingFiles& files) {
   if (!ctx.comm->is_root()) return kExitOk;
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  at::Tensor y = read_embeddings(g_input, "invert");
+  at::Tensor y = read_embeddings(files.input, "invert");
   EvalContext ec = make_eval_context(ctx.config, ctx.run_dir);
   auto systems = available_systems(ec);
   const SystemSpec* best = nullptr;
@@ -35,7 +35,7 @@ int run(Context& ctx) {
       best = &s;  // the last of the DAE chain is the strongest
   DAEI_CHECK(best, "invert: no trained attack in {} (train stage 2 first)", ctx.run_dir);
   const int64_t d = ec.stage2_inv ? ec.stage2_inv->cfg.dim : ec.stage3_inv->cfg.dim;
-  DAEI_CHECK(y.size(1) == d, "invert: {}: embeddings have dimension {}, the trained attack expects {}", g_input,
+  DAEI_CHECK(y.size(1) == d, "invert: {}: embeddings have dimension {}, the trained attack expects {}", files.input,
              y.size(1), d);
   EvalSplit sp;
   sp.name = "invert";
@@ -48,21 +48,14 @@ int run(Context& ctx) {
   for (size_t i = 0; i < run.texts.size(); ++i)
     out += nlohmann::json{{"text", run.texts[i]}, {"system", best->name},
                           {"queries", run.queries.empty() ? 0.0 : run.queries[i]}}.dump() + "\n";
-  if (g_output.empty()) std::cout << out;
-  else write_file_atomic(g_output, out);
-  LOG_INFO("[invert] {} texts recovered with {}{}", run.texts.size(), best->name,
-           g_output.empty() ? "" : " into " + g_output);
+  write_recovered("invert", files, out, run.texts.size(), best->name);
   return kExitOk;
 }
 
 DAEI_SUBCOMMAND(SubcommandSpec{{"invert"},
                                "texts recovered from noisy embeddings (JSON lines {\"embedding\": [...]} or .npy) "
                                "with the run's trained attack",
-                               [](CLI::App& app) {
-                                 app.add_option("--input", g_input, "embeddings: .jsonl or .npy [n, d]")->required();
-                                 app.add_option("--output", g_output, "JSON lines of recovered texts (default stdout)");
-                               },
-                               run, true, false, validate});
+                               bind_options<EmbeddingFiles>(add_embedding_files, run, validate)});
 
 }  // namespace
 }  // namespace daei::cli

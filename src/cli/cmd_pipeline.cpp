@@ -2,15 +2,18 @@
 //   corpus → caches (train; val/test/OOD with offline-eval clean rows; the clean training cache only for the
 //   references) → stage 1 → stage 2 → baselines → stage 3 → hypotheses → stage 4 → (zsinvert.enabled: the lm
 //   stage, zsinvert's generator) → eval.
-// Each step is the same subcommand a user would run (its registered options parsed from a string), so the pipeline
-// adds no second code path. A stop request (exit 75) ends the pipeline with 75: run it again to resume.
+// Each step is the same subcommand a user would run (its options struct, built afresh for the step, and the same
+// validate and run functions), so the pipeline adds no second code path and no flag carries over between steps.
+// A stop request (exit 75) ends the pipeline with 75: run it again to resume.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
+#include <variant>
 
 #include "cli/app.h"
+#include "cli/commands.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -23,36 +26,35 @@
 namespace daei::cli {
 namespace {
 
-bool g_dry_run = false;
+using StepCommand = std::variant<CorpusBuildCommand, CacheBuildCommand, TrainCommand, HypothesesCommand, EvalCommand>;
 
 struct Step {
   std::string name;
-  std::vector<std::string> command;  // subcommand path
-  std::string args;                  // its options
+  StepCommand command;
   std::string inputs, outputs;       // for --dry-run
   std::function<bool()> complete;
   std::function<bool()> started;     // partial work exists (resumed)
 };
 
-const SubcommandSpec* find_spec(const std::vector<std::string>& path) {
-  for (const auto& s : subcommands())
-    if (s.path == path) return &s;
-  return nullptr;
+int run_step(const Step& st, Context& ctx) {
+  return std::visit(
+      [&ctx](const auto& command) {
+        validate_command(ctx, command);
+        return run_command(ctx, command);
+      },
+      st.command);
 }
 
-int run_step(const Step& st, Context& ctx) {
-  const SubcommandSpec* spec = find_spec(st.command);
-  DAEI_CHECK(spec, "pipeline: step '{}' needs `daei {}`, which this build does not have", st.name,
-             fmt::format("{}", fmt::join(st.command, " ")));
-  CLI::App app;
-  spec->add_options(app);
-  try {
-    app.parse(st.args, false);
-  } catch (const CLI::ParseError& e) {
-    throw Error(fmt::format("pipeline: step '{}': bad options '{}': {}", st.name, st.args, e.what()));
-  }
-  if (spec->validate) spec->validate(ctx);
-  return spec->run(ctx);
+// "train --stage 1 --resume": the command a user would type for the step.
+std::string command_line(const Step& st) {
+  return std::visit([](const auto& c) { return std::string(c.kName) + " " + command_args(c); }, st.command);
+}
+
+TrainCommand resume_stage(const std::string& stage) {
+  TrainCommand c;
+  c.stage = stage;
+  c.resume = true;
+  return c;
 }
 
 bool has_checkpoint(const std::string& stage_dir) { return !Trainer::latest_checkpoint(stage_dir).empty(); }
@@ -63,16 +65,16 @@ std::vector<Step> plan(const Context& ctx) {
   auto exists = [](std::string p) { return [p] { return file_exists(p); }; };
   auto stage = [&](const std::string& name, const std::string& flag, const std::string& folder, const std::string& in) {
     const std::string dir = R + "/" + folder;
-    return Step{name, {"train"}, "--stage " + flag + " --resume", in, dir + "/final/",
+    return Step{name, resume_stage(flag), in, dir + "/final/",
                 [dir] { return Trainer::final_ready(dir); }, [dir] { return has_checkpoint(dir); }};
   };
   std::vector<Step> s;
-  s.push_back({"corpus", {"corpus", "build"}, "", "corpus.sources", R + "/corpus/*.jsonl", exists(R + "/corpus/stats.json"),
+  s.push_back({"corpus", CorpusBuildCommand{}, "corpus.sources", R + "/corpus/*.jsonl", exists(R + "/corpus/stats.json"),
                [] { return false; }});
   auto cache = [&](const std::string& split, bool clean) {
     const std::string dir = R + "/cache/" + split;
-    return Step{"cache " + split + (clean ? " (+ offline-eval clean)" : ""), {"cache", "build"},
-                "--split " + split + (clean ? " --clean" : ""), R + "/corpus/" + split + ".jsonl", dir + "/",
+    return Step{"cache " + split + (clean ? " (+ offline-eval clean)" : ""), CacheBuildCommand{split, clean},
+                R + "/corpus/" + split + ".jsonl", dir + "/",
                 [dir, clean] { return file_exists(dir + "/manifest.json") && (!clean || file_exists(dir + "/clean/manifest.json")); },
                 [dir] { return file_exists(dir); }};
   };
@@ -91,7 +93,7 @@ std::vector<Step> plan(const Context& ctx) {
   if (c.flag("stage3.control"))
     s.push_back(stage("control: stage 2 for stage 3's steps", "stage2-continued", "stage2-continued",
                       "stage1/final/dae, stage2/final/inverter (no gradient into the DAE)"));
-  if (find_spec({"hypotheses"})) {
+  {
     // The three correctors of the paper's corrected rows, each after its hypotheses: daei (stages 1–4),
     // dae-corrected (stages 1 + 2 + 4) and noisy-vec2text (noisy inverter + vanilla corrector, no DAE).
     for (const auto& ch : corrector_chains()) {
@@ -99,7 +101,7 @@ std::vector<Step> plan(const Context& ctx) {
       const std::string val_source = R + "/cache/val/manifest.json";
       const std::string from = ch.inverter_stage + "/final" + (ch.dae_stage.empty() ? " (no DAE)" : ", " + ch.dae_stage +
                                                                                           "/final/dae");
-      s.push_back({"hypotheses for " + ch.system, {"hypotheses"}, "--for " + ch.stage, from + ", cache/train, cache/val",
+      s.push_back({"hypotheses for " + ch.system, HypothesesCommand{ch.stage}, from + ", cache/train, cache/val",
                    train + "/, " + val + "/",
                    [=] {
                      return file_exists(train + "/manifest.json") &&
@@ -114,7 +116,7 @@ std::vector<Step> plan(const Context& ctx) {
   // zsinvert (issue 23): its generator LM, trained on the training texts only, before eval adds the rows.
   if (c.flag("zsinvert.enabled"))
     s.push_back(stage("generator LM of zsinvert (texts only)", "lm", "lm", "cache/train (texts only)"));
-  s.push_back({"eval", {"eval"}, "", "every final/, cache/{test,ood-*}", R + "/eval/results.{json,md}, samples.md",
+  s.push_back({"eval", EvalCommand{}, "every final/, cache/{test,ood-*}", R + "/eval/results.{json,md}, samples.md",
                exists(R + "/eval/results.json"), [] { return false; }});
   return s;
 }
@@ -124,8 +126,8 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
   std::cout << fmt::format("daei pipeline --dry-run: run directory {}, {} rank{}\n", ctx.run_dir, W, W == 1 ? "" : "s");
   int i = 0;
   for (const auto& st : steps) {
-    std::cout << fmt::format("{:2}. {:<42} daei {} {}\n      in:  {}\n      out: {}\n      now: {}\n", ++i, st.name,
-                             fmt::join(st.command, " "), st.args, st.inputs, st.outputs,
+    std::cout << fmt::format("{:2}. {:<42} daei {}\n      in:  {}\n      out: {}\n      now: {}\n", ++i, st.name,
+                             command_line(st), st.inputs, st.outputs,
                              st.complete() ? "complete (skipped)" : st.started() ? "partial (resumed)" : "to do");
   }
   std::cout << "\nGlobal batch per optimizer step (= ranks × per-rank micro-batch × grad_accum):\n";
@@ -141,11 +143,15 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
   }
 }
 
-int run(Context& ctx) {
+struct PipelineCommand {
+  bool dry_run = false;
+};
+
+int run(Context& ctx, const PipelineCommand& cmd) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   auto steps = plan(ctx);
-  if (!g_dry_run) ctx.commit_config();
-  if (g_dry_run) {
+  if (!cmd.dry_run) ctx.commit_config();
+  if (cmd.dry_run) {
     if (ctx.comm->is_root()) print_dry_run(ctx, steps);
     return kExitOk;
   }
@@ -189,12 +195,12 @@ SubcommandSpec spec() {
   SubcommandSpec s{{"pipeline"},
                    "every step in order (corpus, caches, stages 1–4, baselines, eval), skipping what is complete and "
                    "resuming what is partial; --dry-run prints the plan",
-                   [](CLI::App& app) {
-                     g_dry_run = false;
-                     app.add_flag("--dry-run", g_dry_run,
-                                  "print the steps, their inputs and outputs and the batch arithmetic");
-                   },
-                   run};
+                   bind_options<PipelineCommand>(
+                       [](CLI::App& app, PipelineCommand& o) {
+                         app.add_flag("--dry-run", o.dry_run,
+                                      "print the steps, their inputs and outputs and the batch arithmetic");
+                       },
+                       run)};
   s.commits_config = true;  // run() saves config.yaml, except on --dry-run (a plan changes nothing)
   return s;
 }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cli/app.h"
+#include "cli/commands.h"
 #include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -24,14 +25,11 @@
 namespace daei::cli {
 namespace {
 
-std::string g_stage;
-bool g_resume = false, g_force = false;
-
-int train_stage1(Context& ctx, const std::string& stage_dir) {
+int train_stage1(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   std::shared_ptr<const NoisyDataset> val;
   if (ctx.config.integer("stage1.eval_every") > 0) val = open_noisy_split(ctx.config, ctx.run_dir, "val");
-  Stage1 s(ctx.config, *ctx.comm, stage_dir, train, val, g_resume, g_force);
+  Stage1 s(ctx.config, *ctx.comm, stage_dir, train, val, cmd.resume, cmd.force);
   return s.run();
 }
 
@@ -44,7 +42,7 @@ std::shared_ptr<const NoisyDataset> heldout_split(Context& ctx) {
   return open_noisy_split(ctx.config, ctx.run_dir, "val");
 }
 
-int train_inverter(Context& ctx, const std::string& tag, const std::string& stage_dir, InverterTrainData data,
+int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag, const std::string& stage_dir, InverterTrainData data,
                    const std::function<InverterTrainData()>& val) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
@@ -52,28 +50,28 @@ int train_inverter(Context& ctx, const std::string& tag, const std::string& stag
   // Not over a pretrained T5 (inverter.t5_dir): its token embeddings are kept.
   if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty())
     budget.token_box = make_run_embedder(ctx.config, ctx.run_dir);
-  InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, g_resume, g_force, budget);
+  InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, cmd.resume, cmd.force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
   return s.run();
 }
 
-int train_stage2(Context& ctx, const std::string& stage_dir) {
+int train_stage2(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
   auto val = heldout_split(ctx);
-  return train_inverter(ctx, "stage2", stage_dir, denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae),
+  return train_inverter(ctx, cmd, "stage2", stage_dir, denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae),
                         val ? std::function<InverterTrainData()>([=] { return denoised_data(val, dae); }) : nullptr);
 }
 
-int train_noisy_inverter(Context& ctx, const std::string& stage_dir) {
+int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto val = heldout_split(ctx);
-  return train_inverter(ctx, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")),
+  return train_inverter(ctx, cmd, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")),
                         val ? std::function<InverterTrainData()>([=] { return noisy_data(val); }) : nullptr);
 }
 
-int train_clean_inverter(Context& ctx, const std::string& stage_dir) {
+int train_clean_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   const bool val = file_exists(ctx.run_dir + "/cache/val/clean/manifest.json");
   Context* c = &ctx;
-  return train_inverter(ctx, "clean-inverter", stage_dir, clean_train_data(ctx.config, ctx.run_dir),
+  return train_inverter(ctx, cmd, "clean-inverter", stage_dir, clean_train_data(ctx.config, ctx.run_dir),
                         val ? std::function<InverterTrainData()>(
                                   [c] { return clean_split_data(c->config, c->run_dir, "val"); })
                             : nullptr);
@@ -82,7 +80,7 @@ int train_clean_inverter(Context& ctx, const std::string& stage_dir) {
 // The control for stage 3's extra steps (issue 21 item 7): the stage-2 inverter trained on for stage 3's steps, batch
 // and inverter learning rate on DAE₁(y), with no gradient into the DAE, so "joint − dae-only-continued" measures the
 // joint objective and not the extra steps.
-int train_stage2_continued(Context& ctx, const std::string& stage_dir) {
+int train_stage2_continued(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
@@ -91,23 +89,23 @@ int train_stage2_continued(Context& ctx, const std::string& stage_dir) {
   budget.lr_key = "stage3.lr_inverter";
   budget.weight_decay_key = "stage3.weight_decay";
   budget.init_dir = Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter";
-  InverterStage s(ctx.config, *ctx.comm, "stage2-continued", stage_dir, denoised_data(train, dae), tok, g_resume,
-                  g_force, budget);
+  InverterStage s(ctx.config, *ctx.comm, "stage2-continued", stage_dir, denoised_data(train, dae), tok, cmd.resume,
+                  cmd.force, budget);
   if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, denoised_data(val, dae));
   return s.run();
 }
 
-int train_stage3(Context& ctx, const std::string& stage_dir) {
+int train_stage3(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, final_dae_dir(ctx.run_dir + "/stage1"),
-           Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter", g_resume, g_force);
+           Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter", cmd.resume, cmd.force);
   s.enable_heldout(ctx.config, *ctx.comm, heldout_split(ctx));
   return s.run();
 }
 
 // Stage 4 and the two other correctors (dae-corrected, noisy-vec2text): one stage, three chains.
-int train_corrector(Context& ctx, const std::string& stage_dir, const CorrectorChain& chain) {
+int train_corrector(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, const CorrectorChain& chain) {
   const std::string R = ctx.run_dir;
   CorrectorStageData d;
   d.train = open_noisy_split(ctx.config, R, "train");
@@ -119,7 +117,7 @@ int train_corrector(Context& ctx, const std::string& stage_dir, const CorrectorC
   d.dae_dir = chain.dae_stage.empty() ? "" : final_dae_dir(R + "/" + chain.dae_stage);
   d.inverter_dir = Trainer::final_dir(R + "/" + chain.inverter_stage) + "/inverter";
   auto tok = run_tokenizer(ctx.config, *ctx.comm, R, *d.train);
-  Stage4 s(ctx.config, *ctx.comm, chain, stage_dir, std::move(d), tok, g_resume, g_force);
+  Stage4 s(ctx.config, *ctx.comm, chain, stage_dir, std::move(d), tok, cmd.resume, cmd.force);
   return s.run();
 }
 
@@ -132,17 +130,17 @@ LmTrainData lm_texts(std::shared_ptr<const NoisyDataset> split) {
   return d;
 }
 
-int train_lm(Context& ctx, const std::string& stage_dir) {
+int train_lm(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  LmStage s(ctx.config, *ctx.comm, stage_dir, lm_texts(train), tok, g_resume, g_force);
+  LmStage s(ctx.config, *ctx.comm, stage_dir, lm_texts(train), tok, cmd.resume, cmd.force);
   if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, lm_texts(val));
   return s.run();
 }
 
 struct StageEntry {
   std::string folder;
-  std::function<int(Context&, const std::string&)> train;
+  std::function<int(Context&, const TrainCommand&, const std::string&)> train;
   std::string config_key;          // stageK section with its batch size (the baselines share stage2's budget)
   std::vector<std::string> needs;  // stages whose final/ this one starts from
 };
@@ -161,48 +159,26 @@ const std::map<std::string, StageEntry>& stages() {
     for (const auto& c : corrector_chains()) {
       std::vector<std::string> needs{c.inverter_stage};
       if (!c.dae_stage.empty() && c.dae_stage != c.inverter_stage) needs.push_back(c.dae_stage);
-      m[c.stage] = StageEntry{c.folder, [&c](Context& ctx, const std::string& dir) { return train_corrector(ctx, dir, c); },
-                    "stage4", needs};
+      m[c.stage] = StageEntry{c.folder,
+                              [&c](Context& ctx, const TrainCommand& cmd, const std::string& dir) {
+                                return train_corrector(ctx, cmd, dir, c);
+                              },
+                              "stage4", needs};
     }
     return m;
   }();
   return s;
 }
 
-// Before anything is written: the stage exists, its batch splits over the ranks, its inputs are complete.
-void validate(Context& ctx) {
-  auto it = stages().find(g_stage);
-  if (it == stages().end()) {
-    std::vector<std::string> names;
-    for (const auto& [k, v] : stages()) names.push_back(k);
-    throw UsageError(fmt::format("train: --stage {} is not one of: {}", g_stage, fmt::join(names, ", ")));
-  }
-  const auto& e = it->second;
-  const int64_t B = ctx.config.integer(e.config_key + ".batch_size"), A = ctx.config.integer(e.config_key + ".grad_accum");
-  const int64_t W = ctx.comm->size();
-  if (B % (W * A) != 0)
-    throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.config_key, B, W, A));
-  if (Trainer::final_ready(ctx.run_dir + "/" + e.folder) && !g_force) return;  // nothing to do: no inputs needed
-  for (const auto& need : e.needs)
-    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
-               "train --stage {} starts from {}/{}/final, which is missing or incomplete (train that stage first)",
-               g_stage, ctx.run_dir, need);
-  if (const CorrectorChain* c = find_corrector_chain(g_stage))
-    DAEI_CHECK(file_exists(ctx.run_dir + "/cache/" + c->hyp_split + "/manifest.json"),
-               "train --stage {} needs {}/cache/{} (run `daei hypotheses --for {}`)", g_stage, ctx.run_dir,
-               c->hyp_split, c->stage);
-  if (g_stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
-}
-
 // Rank 0 locks the stage folder and, for a run that will train, refuses to mix with an earlier run's checkpoints
 // (without --resume or --force); every rank gets the verdict. Done before config.yaml is written.
-DirLock lock_stage(Context& ctx, const std::string& stage_dir, bool will_train) {
+DirLock lock_stage(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, bool will_train) {
   DirLock lock;
   std::string verdict;
   if (ctx.comm->is_root()) {
     try {
       lock = DirLock(stage_dir);
-      if (will_train) Trainer::check_earlier_run(stage_dir, g_resume, g_force);
+      if (will_train) Trainer::check_earlier_run(stage_dir, cmd.resume, cmd.force);
     } catch (const std::exception& e) {
       verdict = e.what();
       if (verdict.empty()) verdict = "error";
@@ -213,21 +189,50 @@ DirLock lock_stage(Context& ctx, const std::string& stage_dir, bool will_train) 
   return lock;
 }
 
-int run(Context& ctx) {
-  auto it = stages().find(g_stage);
+}  // namespace
+
+// Before anything is written: the stage exists, its batch splits over the ranks, its inputs are complete.
+void validate_command(Context& ctx, const TrainCommand& cmd) {
+  auto it = stages().find(cmd.stage);
+  if (it == stages().end()) {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : stages()) names.push_back(k);
+    throw UsageError(fmt::format("train: --stage {} is not one of: {}", cmd.stage, fmt::join(names, ", ")));
+  }
+  const auto& e = it->second;
+  const int64_t B = ctx.config.integer(e.config_key + ".batch_size"), A = ctx.config.integer(e.config_key + ".grad_accum");
+  const int64_t W = ctx.comm->size();
+  if (B % (W * A) != 0)
+    throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.config_key, B, W, A));
+  if (Trainer::final_ready(ctx.run_dir + "/" + e.folder) && !cmd.force) return;  // nothing to do: no inputs needed
+  for (const auto& need : e.needs)
+    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
+               "train --stage {} starts from {}/{}/final, which is missing or incomplete (train that stage first)",
+               cmd.stage, ctx.run_dir, need);
+  if (const CorrectorChain* c = find_corrector_chain(cmd.stage))
+    DAEI_CHECK(file_exists(ctx.run_dir + "/cache/" + c->hyp_split + "/manifest.json"),
+               "train --stage {} needs {}/cache/{} (run `daei hypotheses --for {}`)", cmd.stage, ctx.run_dir,
+               c->hyp_split, c->stage);
+  if (cmd.stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
+}
+
+int run_command(Context& ctx, const TrainCommand& cmd) {
+  auto it = stages().find(cmd.stage);
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   const std::string stage_dir = ctx.run_dir + "/" + it->second.folder;
-  const bool complete = Trainer::final_ready(stage_dir) && !g_force;
+  const bool complete = Trainer::final_ready(stage_dir) && !cmd.force;
   // Held until the stage ends (its Trainer shares it): a second trainer is refused before it writes anything.
-  DirLock lock = lock_stage(ctx, stage_dir, !complete);
+  DirLock lock = lock_stage(ctx, cmd, stage_dir, !complete);
   ctx.commit_config();
   if (complete) {
     LOG_INFO("[{}] {} is complete; nothing to do (--force trains again, archiving it)", it->second.folder,
              Trainer::final_dir(stage_dir));
     return kExitOk;
   }
-  return it->second.train(ctx, stage_dir);
+  return it->second.train(ctx, cmd, stage_dir);
 }
+
+namespace {
 
 SubcommandSpec spec() {
   SubcommandSpec s{
@@ -236,16 +241,7 @@ SubcommandSpec spec() {
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
     "zsinvert, trained on texts only); --resume continues from the newest checkpoint",
-    [](CLI::App& app) {
-      app.add_option("--stage", g_stage,
-                     "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | "
-                     "stage2-continued | lm")
-          ->required();
-      app.add_flag("--resume", g_resume, "continue from the newest complete checkpoint");
-      app.add_flag("--force", g_force, "start again over an earlier run's checkpoints (archived, not deleted)");
-    },
-    run};
-  s.validate = validate;
+    bind_options<TrainCommand>(add_flags, run_command, validate_command)};
   s.commits_config = true;
   return s;
 }

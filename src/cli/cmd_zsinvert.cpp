@@ -25,24 +25,27 @@
 namespace daei::cli {
 namespace {
 
-std::string g_input, g_output, g_shield = "none";
+struct ZsinvertCommand {
+  EmbeddingFiles files;
+  std::string shield = "none";
+};
 
-void validate(Context& ctx) {
-  DAEI_CHECK(file_exists(g_input), "zsinvert: {}: no such file", g_input);
-  if (g_shield != "none" && g_shield != "dae")
-    throw UsageError(fmt::format("zsinvert: --shield must be none or dae, got '{}'", g_shield));
+void validate(Context& ctx, const ZsinvertCommand& cmd) {
+  DAEI_CHECK(file_exists(cmd.files.input), "zsinvert: {}: no such file", cmd.files.input);
+  if (cmd.shield != "none" && cmd.shield != "dae")
+    throw UsageError(fmt::format("zsinvert: --shield must be none or dae, got '{}'", cmd.shield));
   DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/lm"),
              "zsinvert: no {}/lm/final: train the generator first (`daei train --stage lm`)", ctx.run_dir);
-  if (g_shield == "dae")
+  if (cmd.shield == "dae")
     DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"), "zsinvert: --shield dae needs {}/stage1/final",
                ctx.run_dir);
 }
 
-int run(Context& ctx) {
+int run(Context& ctx, const ZsinvertCommand& cmd) {
   if (!ctx.comm->is_root()) return kExitOk;
   const Config& cfg = ctx.config;
   torch::set_num_threads(static_cast<int>(cfg.integer("train.threads")));
-  const at::Tensor y = read_embeddings(g_input, "zsinvert");
+  const at::Tensor y = read_embeddings(cmd.files.input, "zsinvert");
   const std::string given = cfg.str("inverter.tokenizer");
   const std::string tok_path = given.empty() ? ctx.run_dir + "/tokenizer/spm.model" : given;
   DAEI_CHECK(file_exists(tok_path), "zsinvert: no tokenizer at {}", tok_path);
@@ -50,10 +53,10 @@ int run(Context& ctx) {
   auto lm = T5ModelImpl::from_pretrained(final_lm_dir(ctx.run_dir + "/lm"));
   auto embedder = make_run_embedder(cfg, ctx.run_dir);
   DAEI_CHECK(y.size(1) == embedder->dim(), "zsinvert: {}: embeddings have dimension {}, the black box gives {}",
-             g_input, y.size(1), embedder->dim());
+             cmd.files.input, y.size(1), embedder->dim());
   std::shared_ptr<Dae> dae;
   double sigma0 = 0;
-  if (g_shield == "dae") dae = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage1"), &sigma0));
+  if (cmd.shield == "dae") dae = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage1"), &sigma0));
   QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
     return embedder->embed(t, k);
   };
@@ -67,10 +70,7 @@ int run(Context& ctx) {
   for (size_t i = 0; i < r.best_text.size(); ++i)
     out += nlohmann::json{{"text", r.best_text[i]}, {"system", system}, {"cos", r.best_cos[i]},
                           {"queries", r.queries_per_text[i]}}.dump() + "\n";
-  if (g_output.empty()) std::cout << out;
-  else write_file_atomic(g_output, out);
-  LOG_INFO("[zsinvert] {} texts recovered with {}{}", r.best_text.size(), system,
-           g_output.empty() ? "" : " into " + g_output);
+  write_recovered("zsinvert", cmd.files, out, r.best_text.size(), system);
   return kExitOk;
 }
 
@@ -78,13 +78,13 @@ DAEI_SUBCOMMAND(SubcommandSpec{{"zsinvert"},
                                "texts recovered from noisy embeddings (JSON lines {\"embedding\": [...]} or .npy) by "
                                "adversarial decoding: the run's lm stage proposes, the black box's cosine ranks; no "
                                "inverter",
-                               [](CLI::App& app) {
-                                 app.add_option("--input", g_input, "embeddings: .jsonl or .npy [n, d]")->required();
-                                 app.add_option("--output", g_output, "JSON lines of recovered texts (default stdout)");
-                                 app.add_option("--shield", g_shield,
-                                                "none: cos(f̃(x), y); dae: cos(DAE₁(f̃(x)), DAE₁(y)), our variant");
-                               },
-                               run, true, false, validate});
+                               bind_options<ZsinvertCommand>(
+                                   [](CLI::App& app, ZsinvertCommand& o) {
+                                     add_embedding_files(app, o.files);
+                                     app.add_option("--shield", o.shield,
+                                                    "none: cos(f̃(x), y); dae: cos(DAE₁(f̃(x)), DAE₁(y)), our variant");
+                                   },
+                                   run, validate)});
 
 }  // namespace
 }  // namespace daei::cli

@@ -6,7 +6,6 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -90,7 +89,8 @@ void refuse_multi_rank_launch(const SubcommandSpec& spec) {
   }
 }
 
-int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, char** argv) {
+int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, CommonOptions& opt, int argc,
+                   char** argv) {
   Context ctx;
   // Training honours a stop request (USR1/TERM → checkpoint → exit 75) from its first moment: a signal during start-up
   // (MPI, data, checkpoint load) is acted on at the first step boundary instead of killing the rank.
@@ -119,14 +119,14 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
                 ctx.config.str("log.level"));
   ctx.comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(ctx.config, ctx.proc);
   ctx.run_dir = (std::filesystem::path(ctx.config.str("run.root")) / ctx.config.str("run.name")).string();
-  if (spec.validate) spec.validate(ctx);
+  if (command.validate) command.validate(ctx);
   // Resuming a run with a config that differs from the saved one: every rank reads and refuses alike, before
   // anything is written.
   ConfigChanges changes;
   if (spec.uses_run_dir) {
     changes = compare_with_saved(ctx.run_dir, ctx.config);
     // --force (corpus build, train) redoes the command's own work; the command decides, the change is logged.
-    const bool forced = std::any_of(argv, argv + argc, [](const char* a) { return std::string(a) == "--force"; });
+    const bool forced = command.forced();
     if (!changes.refused.empty() && !forced)
       throw UsageError(fmt::format(
           "the config differs from {}/config.yaml in keys that would invalidate saved work: {}. Keep the saved "
@@ -166,7 +166,7 @@ int run_subcommand(const SubcommandSpec& spec, CommonOptions& opt, int argc, cha
   };
   if (!spec.commits_config) ctx.commit_config();
   try {
-    return spec.run(ctx);
+    return command.run(ctx);
   } catch (const UsageError&) {
     if (committed) restore_config(ctx.run_dir, saved);  // refused: the run directory keeps the config it had
     throw;
@@ -254,7 +254,11 @@ int main(int argc, char** argv) {
 
   // Build the (possibly nested) subcommands from the registry.
   std::map<std::string, CLI::App*> nodes;
-  std::map<CLI::App*, const SubcommandSpec*> leaves;
+  struct Leaf {
+    const SubcommandSpec* spec;
+    BoundCommand command;  // reads the options struct that parsing this leaf fills
+  };
+  std::map<CLI::App*, Leaf> leaves;
   for (const auto& spec : subcommands()) {
     CLI::App* parent = &app;
     std::string key;
@@ -278,8 +282,7 @@ int main(int argc, char** argv) {
       group->description(d);
     }
     add_common(*parent, opt);
-    if (spec.add_options) spec.add_options(*parent);
-    leaves[parent] = &spec;
+    leaves[parent] = Leaf{&spec, spec.add_options(*parent)};
   }
 
   try {
@@ -288,14 +291,14 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
 
-  const SubcommandSpec* chosen = nullptr;
-  for (auto& [node, spec] : leaves)
-    if (node->parsed()) chosen = spec;
+  const Leaf* chosen = nullptr;
+  for (auto& [node, leaf] : leaves)
+    if (node->parsed()) chosen = &leaf;
 
   int rc = kExitOk;
   try {
     if (chosen) {
-      rc = run_subcommand(*chosen, opt, argc, argv);
+      rc = run_subcommand(*chosen->spec, chosen->command, opt, argc, argv);
     } else if (opt.dump_config) {
       std::cout << Config::load(opt.config_file, opt.sets).dump();
     } else {

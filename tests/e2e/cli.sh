@@ -50,5 +50,15 @@ check "the previous config.yaml kept" 'cmp -s saved_first.yaml runsA/quickstart/
 err=$(SLURM_NTASKS=4 "$D" cache verify --split nosuch --set run.root=runsB 2>&1); rc=$?
 check "srun without PMIx refused" '[[ $rc -eq 1 && "$err" == *"without PMIx"* ]]'
 
+# The pipeline builds each step's options afresh (issue 25): the plan prints each step's own flags, so a --clean
+# or --for of one step does not reach the next, and no step forces.
+plan=$("$D" pipeline --dry-run --set run.root=runsC --set reference.enabled=false 2>/dev/null); rc=$?
+check "pipeline --dry-run exits 0" '[[ $rc -eq 0 ]]'
+check "cache train without --clean" 'grep -q "daei cache build --split train$" <<<"$plan"'
+check "cache val with --clean" 'grep -q "daei cache build --split val --clean$" <<<"$plan"'
+check "stage 1 resumes" 'grep -q "daei train --stage 1 --resume$" <<<"$plan"'
+check "each corrector's own --for" '[[ "$plan" == *"--for 4"*"--stage 4 --resume"*"--for dae-corrector"* ]]'
+check "no step forces" '[[ "$plan" != *"--force"* ]]'
+
 echo "cli: $passes passed, $fails failed"
 [[ $fails -eq 0 ]]
