@@ -17,18 +17,12 @@
 #include <vector>
 #include <torch/types.h>
 
+#include "stages/data_source.h"  // EvalSplit
+
 namespace daei {
 
 class Communicator;
 class Config;
-
-// One split's inputs: aligned texts, clean and noisy embeddings.
-struct EvalSplit {
-  std::string name;
-  std::vector<std::string> texts;
-  at::Tensor clean, noisy;  // float32 [n, d]
-  double sigma = 0;
-};
 
 // A system maps a split to recovered texts (and the black-box queries it spent per text).
 struct SystemRun {

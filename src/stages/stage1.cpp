@@ -65,8 +65,6 @@ void save_dae(Dae& dae, double sigma0, const std::string& dir) {
   write_file_atomic(dir + "/dae.json", options_json(dae->options(), sigma0).dump(2) + "\n");
 }
 
-std::string final_dae_dir(const std::string& stage_dir) { return stage_dir + "/final/dae"; }
-
 std::vector<at::Tensor> dae_dropout_masks(Dae& dae, const Batch& b, uint64_t seed, uint64_t tag) {
   std::vector<at::Tensor> masks;
   const double p = dae->options().dropout;

@@ -24,8 +24,6 @@ Dae load_dae(const std::string& dir, double* sigma0_out = nullptr);
 Dae load_dae_for(const std::string& dir, const NoisyDataset& data, double* sigma0_out);
 // Writes dir/model.safetensors + dir/dae.json (the folder load_dae reads).
 void save_dae(Dae& dae, double sigma0, const std::string& dir);
-// The DAE folder a stage leaves in its final/: stage_dir/final/dae.
-std::string final_dae_dir(const std::string& stage_dir);
 
 struct Batch;
 

@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "core/signals.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "dist/control.h"
 #include "dist/grad_reducer.h"
@@ -478,7 +479,7 @@ int Trainer::run() {
   ::getrusage(RUSAGE_SELF, &ru);
   const auto rss = comm_.allgather(fmt::format("{:.0f}", static_cast<double>(ru.ru_maxrss) / 1024.0));
   LOG_INFO("[{}] peak RSS per rank (MB): {}", opt_.tag, fmt::join(rss, ", "));
-  LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, final_dir(opt_.stage_dir));
+  LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, stage_final_dir(opt_.stage_dir));
   return kExitOk;
 }
 
@@ -500,18 +501,7 @@ void Trainer::log_metrics(const std::map<std::string, double>& terms_now, double
 
 bool Trainer::is_complete(const std::string& dir) { return file_exists(dir + "/DONE"); }
 
-std::string Trainer::verify(const std::string& dir) {
-  if (!is_complete(dir)) return "no DONE file (incomplete)";
-  const json done = json::parse(read_file(dir + "/DONE"), nullptr, false);
-  if (done.is_discarded() || !done.is_object() || !done.contains("files"))
-    return "DONE has no checksums (written by an older daei): not verifiable";
-  for (const auto& [name, sha] : done.at("files").items()) {
-    const std::string p = dir + "/" + name;
-    if (!file_exists(p)) return fmt::format("{} is missing", name);
-    if (sha256_file(p) != sha.get<std::string>()) return fmt::format("{}: SHA-256 differs (damaged)", name);
-  }
-  return "";
-}
+std::string Trainer::verify(const std::string& dir) { return verify_done_folder(dir); }
 
 std::string Trainer::latest_checkpoint(const std::string& stage_dir) {
   std::vector<std::string> done;
@@ -527,14 +517,6 @@ std::string Trainer::latest_checkpoint(const std::string& stage_dir) {
     LOG_WARN("[trainer] skipping checkpoint {}: {}; falling back to the previous one", d, why);
   }
   return "";
-}
-
-bool Trainer::final_ready(const std::string& stage_dir) {
-  const std::string f = final_dir(stage_dir);
-  if (!is_complete(f)) return false;
-  const std::string why = verify(f);
-  if (!why.empty()) LOG_WARN("[trainer] {} does not verify ({}): the stage is not complete", f, why);
-  return why.empty();
 }
 
 void Trainer::write_done(const std::string& dir) {
