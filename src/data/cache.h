@@ -73,6 +73,15 @@ struct VerifyResult {
   int64_t rows = 0, shards = 0, dim = 0;
   std::string digest, embedder, dtype;
   double sigma = 0;
+  // What the manifest says (read_json_fields); shards and digest are counted and computed.
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("rows", s.rows);
+    v("dim", s.dim);
+    v("dtype", s.dtype);
+    v("embedder", s.embedder);
+    v("sigma", s.sigma);
+  }
 };
 // Checks every shard's checksums (fletcher32 on read, content digest) and attributes against the manifest.
 // Throws Error naming the shard on the first problem. kind = "noisy" or "clean".

@@ -42,14 +42,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   DAEI_CHECK(opt.dtype == "float16" || opt.dtype == "float32", "cache.dtype must be float16 or float32, got '{}'",
              opt.dtype);
   DAEI_CHECK(opt.chunk_kb > 0, "cache.chunk_kb must be > 0");
-  CacheWriterOptions wo;
-  wo.dir = opt.cache_dir;
-  wo.split = opt.split;
-  wo.embedder = emb.id();
-  wo.dtype = opt.dtype;
-  wo.sigma = emb.sigma();
-  wo.noise_seed = emb.seed();
-  wo.shard_rows = opt.shard_rows;
+  CacheWriterOptions wo = cache_writer_options(emb, opt.cache_dir, opt.split, opt.dtype, opt.shard_rows);
   wo.chunk_kb = opt.chunk_kb;
   wo.clean = opt.clean;
   wo.overlap_writes = true;  // the main thread embeds the next shard and does not touch HDF5 meanwhile

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/sha256.h"
 #include "data/cache_shard.h"
@@ -30,11 +31,7 @@ VerifyResult verify_cache(const std::string& cache_dir, bool clean) {
   DAEI_CHECK(man.value("kind", "") == kind, "{}: manifest kind '{}', expected '{}'", dir, man.value("kind", ""), kind);
   check_covers_corpus(dir, man, "", split, clean);  // the run's corpus, when it has one (hyp-train has none)
   VerifyResult r;
-  r.rows = man.at("rows");
-  r.dim = man.at("dim");
-  r.dtype = man.at("dtype");
-  r.embedder = man.at("embedder");
-  r.sigma = man.at("sigma");
+  read_json_fields(r, man, dir + "/manifest.json");  // every field is there: read_manifest checked them
   const size_t es = elem_size(r.dtype);
   Sha256 total;
   int64_t next = 0;

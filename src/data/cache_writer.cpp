@@ -16,6 +16,7 @@
 #include "data/cache_manifest.h"
 #include "data/cache_shard.h"
 #include "dist/communicator.h"
+#include "model/embedder.h"
 
 namespace daei {
 namespace fs = std::filesystem;
@@ -203,6 +204,19 @@ bool manifest_complete(const std::string& dir, const ShardMeta& base, int64_t ro
 }
 
 }  // namespace
+
+CacheWriterOptions cache_writer_options(const NoisyEmbedder& emb, const std::string& dir, const std::string& split,
+                                        const std::string& dtype, int64_t shard_rows) {
+  CacheWriterOptions o;
+  o.dir = dir;
+  o.split = split;
+  o.embedder = emb.id();
+  o.dtype = dtype;
+  o.sigma = emb.sigma();
+  o.noise_seed = emb.seed();
+  o.shard_rows = shard_rows;
+  return o;
+}
 
 struct CacheWriter::State {
   CacheWriterOptions opt;

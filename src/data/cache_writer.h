@@ -23,6 +23,7 @@
 namespace daei {
 
 class Communicator;
+class NoisyEmbedder;
 
 struct CacheWriterOptions {
   std::string dir;    // cache/SPLIT
@@ -40,6 +41,10 @@ struct CacheWriterOptions {
   // generic refusals, which name what differs.
   std::function<std::string(const std::string& file, const std::string& dir)> other_build;
 };
+
+// A cache of emb's answers (its id, σ and noise seed) in dir.
+CacheWriterOptions cache_writer_options(const NoisyEmbedder& emb, const std::string& dir, const std::string& split,
+                                        const std::string& dtype, int64_t shard_rows);
 
 // What rank 0 found out about the rows to cache (CacheWriter::plan).
 struct CacheSource {

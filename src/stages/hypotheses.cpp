@@ -88,14 +88,7 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
   DAEI_CHECK(!dae || opt.dae_sigma > 0, "hypotheses: the DAE's sigma must be > 0, got {}", opt.dae_sigma);
   inverter.eval();
   if (dae) dae->eval();
-  CacheWriterOptions wo;
-  wo.dir = opt.cache_dir;
-  wo.split = opt.split;
-  wo.embedder = emb.id();
-  wo.dtype = opt.dtype;
-  wo.sigma = emb.sigma();
-  wo.noise_seed = emb.seed();
-  wo.shard_rows = opt.shard_rows;
+  CacheWriterOptions wo = cache_writer_options(emb, opt.cache_dir, opt.split, opt.dtype, opt.shard_rows);
   wo.chunk_kb = 1024;  // 1 MB HDF5 chunks, as the hypothesis caches have always been written
   wo.overlap_writes = false;  // decoding reads the training cache through HDF5 meanwhile
   wo.log_tag = "hyps";
