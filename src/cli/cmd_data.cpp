@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "data/cache.h"
 #include "data/corpus.h"
+#include "data/run_layout.h"
 #include "model/embedder.h"
 
 namespace daei::cli {
@@ -19,8 +20,8 @@ using nlohmann::json;
 
 int run_command(Context& ctx, const CorpusBuildCommand& cmd) {
   if (ctx.comm->rank() != 0) return kExitOk;  // one writer; other ranks have nothing to do
-  const std::string out = ctx.run_dir + "/corpus";
-  const std::string stats_path = out + "/stats.json";
+  const std::string out = RunLayout(ctx.run_dir).corpus_dir();
+  const std::string stats_path = RunLayout(ctx.run_dir).corpus_stats();
   // What decides the corpus's content (the sort buffer only changes memory use, not the output).
   YAML::Node content = YAML::Clone(ctx.config.node("corpus"));
   content.remove("sort_buffer_mb");
@@ -52,9 +53,10 @@ int run_command(Context& ctx, const CacheBuildCommand& cmd) {
   // config.yaml is written once build_cache holds the split's lock: a refused build (another one holds it, a bad
   // request) leaves the run's config as it was.
   opt.on_locked = [&ctx] { ctx.commit_config(); };
-  if (noise_is_remote(ctx.config) && !file_exists(sigma_estimate_path(ctx.run_dir)))
-    ctx.comm->run_on_root([&] { write_sigma_estimate(ctx.config, ctx.run_dir); });  // once per run, every split
-  auto emb = make_run_embedder(ctx.config, ctx.run_dir);
+  const std::string estimate = RunLayout(ctx.run_dir).sigma_estimate();
+  if (noise_is_remote(ctx.config) && !file_exists(estimate))
+    ctx.comm->run_on_root([&] { write_sigma_estimate(ctx.config, estimate); });  // once per run, every split
+  auto emb = make_run_embedder(ctx.config, estimate);
   auto r = build_cache(opt, *emb, *ctx.comm);
   if (ctx.comm->rank() == 0 && !r.already_complete && r.seconds > 0)
     LOG_INFO("[cache] {:.0f} rows/s over {} ranks", r.rows_built / r.seconds, ctx.comm->size());
@@ -86,7 +88,7 @@ struct CacheVerifyCommand {
 
 int run_cache_verify(Context& ctx, const CacheVerifyCommand& cmd) {
   if (ctx.comm->rank() != 0) return kExitOk;
-  auto r = verify_cache(ctx.run_dir + "/cache/" + cmd.split, cmd.clean);
+  auto r = verify_cache(RunLayout(ctx.run_dir).cache(cmd.split), cmd.clean);
   if (cmd.as_json)
     std::cout << json{{"split", cmd.split}, {"kind", cmd.clean ? "clean" : "noisy"}, {"rows", r.rows},
                       {"shards", r.shards}, {"dim", r.dim}, {"dtype", r.dtype}, {"embedder", r.embedder},

@@ -12,12 +12,12 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "data/run_layout.h"
 #include "eval/evaluate.h"
 #include "eval/sweep.h"
 #include "eval/systems.h"
 #include "model/dae.h"
 #include "stages/stage1.h"
-#include "stages/trainer.h"
 
 namespace daei::cli {
 namespace {
@@ -26,17 +26,17 @@ int run_dae_only(Context& ctx) {
   if (!ctx.comm->is_root()) return kExitOk;  // small: rank 0 alone
   EvalContext ec;
   double s1 = 0, s3 = 0;
-  ec.dae1 = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage1"), &s1));
+  const RunLayout layout(ctx.run_dir);
+  ec.dae1 = std::make_shared<Dae>(load_dae(layout.final_dae("stage1"), &s1));
   ec.sigma0 = s1;
-  if (Trainer::final_ready(ctx.run_dir + "/stage3"))
-    ec.dae3 = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage3"), &s3));
+  if (layout.stage_complete("stage3")) ec.dae3 = std::make_shared<Dae>(load_dae(layout.final_dae("stage3"), &s3));
   auto t = dae_tables(ctx.config, ec, ctx.run_dir);
   nlohmann::json res{{"embedder", ctx.config.str("embedder.kind") == "glove" ? "glove-100d" : ctx.config.str("embedder.kind")},
                      {"sigma", s1},
                      {"command", ctx.command_line},
                      {"dae", t.json_block}};
-  const std::string path = ctx.run_dir + "/eval/dae.json";
-  make_dirs(ctx.run_dir + "/eval");
+  const std::string path = layout.eval_file("dae.json");
+  make_dirs(layout.eval_dir());
   write_file_atomic(path, res.dump(2) + "\n");
   std::cout << t.markdown;
   LOG_INFO("[eval] DAE table written to {}", path);
@@ -47,12 +47,11 @@ int run_dae_only(Context& ctx) {
 
 void validate_command(Context& ctx, const EvalCommand& cmd) {
   if (cmd.dae_only) {
-    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"), "eval --dae-only: no complete DAE at {} (run `daei "
-               "train --stage 1` first)", final_dae_dir(ctx.run_dir + "/stage1"));
+    DAEI_CHECK(RunLayout(ctx.run_dir).stage_complete("stage1"), "eval --dae-only: no complete DAE at {} (run `daei "
+               "train --stage 1` first)", RunLayout(ctx.run_dir).final_dae("stage1"));
     return;
   }
-  const std::string given = ctx.config.str("inverter.tokenizer");
-  const std::string tok = given.empty() ? ctx.run_dir + "/tokenizer/spm.model" : given;
+  const std::string tok = RunLayout(ctx.run_dir).tokenizer_for(ctx.config.str("inverter.tokenizer"));
   DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
   for (const auto& f : cmd.split_files) DAEI_CHECK(file_exists(f), "eval: --split {}: no such file", f);
 }
@@ -74,13 +73,13 @@ int run_command(Context& ctx, const EvalCommand& cmd) {
   int rc = kExitOk;
   if (sigmas.empty()) {
     rc = run_eval(ctx.config, *ctx.comm, ctx.run_dir, cmd.split_files, ctx.command_line);
-    if (ctx.comm->is_root() && rc == kExitOk) std::cout << read_file(ctx.run_dir + "/eval/results.md");
+    if (ctx.comm->is_root() && rc == kExitOk) std::cout << read_file(RunLayout(ctx.run_dir).eval_file("results.md"));
     if (!ctx.config.flag("eval.sweep")) return rc;
     sigmas = ctx.config.reals("eval.sweep_sigmas");
   }
   if (!ctx.comm->is_root()) return rc;
   run_sigma_sweep(ctx.config, make_eval_context(ctx.config, ctx.run_dir), ctx.run_dir, sigmas, ctx.command_line);
-  std::cout << read_file(ctx.run_dir + "/eval/sigma_sweep.md");
+  std::cout << read_file(RunLayout(ctx.run_dir).eval_file("sigma_sweep.md"));
   return rc;
 }
 

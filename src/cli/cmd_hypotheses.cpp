@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "data/run_layout.h"
 #include "model/dae.h"
 #include "model/embedder.h"
 #include "stages/data_source.h"
@@ -20,7 +21,6 @@
 #include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/stage4.h"
-#include "stages/trainer.h"
 
 namespace daei::cli {
 namespace {
@@ -38,8 +38,9 @@ const CorrectorChain& chain(const HypothesesCommand& cmd) {
 void validate_command(Context& ctx, const HypothesesCommand& cmd) {
   const auto& c = chain(cmd);
   for (const auto& need : {c.inverter_stage, c.dae_stage})
-    DAEI_CHECK(need.empty() || Trainer::final_ready(ctx.run_dir + "/" + need),
-               "hypotheses --for {}: {}/{}/final is missing or incomplete (train it first)", c.stage, ctx.run_dir, need);
+    DAEI_CHECK(need.empty() || RunLayout(ctx.run_dir).stage_complete(need),
+               "hypotheses --for {}: {} is missing or incomplete (train it first)", c.stage,
+               RunLayout(ctx.run_dir).stage_final(need));
 }
 
 int run_command(Context& ctx, const HypothesesCommand& cmd) {
@@ -49,11 +50,12 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   double sigma0 = 0;
   Dae dae{nullptr};
-  if (!c.dae_stage.empty()) dae = load_dae(final_dae_dir(ctx.run_dir + "/" + c.dae_stage), &sigma0);
-  auto inv = InverterImpl::load(Trainer::final_dir(ctx.run_dir + "/" + c.inverter_stage) + "/inverter");
-  auto emb = make_run_embedder(ctx.config, ctx.run_dir);
+  const RunLayout layout(ctx.run_dir);
+  if (!c.dae_stage.empty()) dae = load_dae(layout.final_dae(c.dae_stage), &sigma0);
+  auto inv = InverterImpl::load(layout.final_inverter(c.inverter_stage));
+  auto emb = make_run_embedder(ctx.config, layout.sigma_estimate());
   std::vector<std::pair<std::string, std::string>> builds{{"train", c.hyp_split}};
-  if (file_exists(ctx.run_dir + "/cache/val/manifest.json")) builds.emplace_back("val", c.hyp_val_split());
+  if (layout.cache_complete("val")) builds.emplace_back("val", c.hyp_val_split());
   for (const auto& [source, split] : builds) {
     auto opt = HypothesisCacheOptions::from_config(ctx.config, ctx.run_dir, source, split);
     opt.dae_sigma = sigma0;

@@ -19,6 +19,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "stages/stage4.h"
 #include "stages/trainer.h"
@@ -61,21 +62,21 @@ bool has_checkpoint(const std::string& stage_dir) { return !Trainer::latest_chec
 
 std::vector<Step> plan(const Context& ctx) {
   const Config& c = ctx.config;
-  const std::string R = ctx.run_dir;
+  const RunLayout layout(ctx.run_dir);
   auto exists = [](std::string p) { return [p] { return file_exists(p); }; };
   auto stage = [&](const std::string& name, const std::string& flag, const std::string& folder, const std::string& in) {
-    const std::string dir = R + "/" + folder;
-    return Step{name, resume_stage(flag), in, dir + "/final/",
-                [dir] { return Trainer::final_ready(dir); }, [dir] { return has_checkpoint(dir); }};
+    const std::string dir = layout.stage(folder);
+    return Step{name, resume_stage(flag), in, layout.stage_final(folder) + "/",
+                [layout, folder] { return layout.stage_complete(folder); }, [dir] { return has_checkpoint(dir); }};
   };
   std::vector<Step> s;
-  s.push_back({"corpus", CorpusBuildCommand{}, "corpus.sources", R + "/corpus/*.jsonl", exists(R + "/corpus/stats.json"),
+  s.push_back({"corpus", CorpusBuildCommand{}, "corpus.sources", layout.corpus_dir() + "/*.jsonl", exists(layout.corpus_stats()),
                [] { return false; }});
   auto cache = [&](const std::string& split, bool clean) {
-    const std::string dir = R + "/cache/" + split;
+    const std::string dir = layout.cache(split);
     return Step{"cache " + split + (clean ? " (+ offline-eval clean)" : ""), CacheBuildCommand{split, clean},
-                R + "/corpus/" + split + ".jsonl", dir + "/",
-                [dir, clean] { return file_exists(dir + "/manifest.json") && (!clean || file_exists(dir + "/clean/manifest.json")); },
+                layout.corpus(split), dir + "/",
+                [layout, split, clean] { return layout.cache_complete(split) && (!clean || layout.clean_cache_complete(split)); },
                 [dir] { return file_exists(dir); }};
   };
   const bool reference = c.flag("reference.enabled");
@@ -83,7 +84,7 @@ std::vector<Step> plan(const Context& ctx) {
   s.push_back(cache("val", true));
   s.push_back(cache("test", true));
   for (const auto& o : c.strings("corpus.ood")) s.push_back(cache("ood-" + o, true));
-  s.push_back(stage("stage 1 (SURE DAE)", "1", "stage1", R + "/cache/train (noisy)"));
+  s.push_back(stage("stage 1 (SURE DAE)", "1", "stage1", layout.cache("train") + " (noisy)"));
   s.push_back(stage("stage 2 (inverter on DAE(y))", "2", "stage2", "stage1/final/dae, cache/train (noisy)"));
   s.push_back(stage("baseline noisy-inverter", "noisy-inverter", "noisy-inverter", "cache/train (noisy)"));
   if (reference)
@@ -97,15 +98,15 @@ std::vector<Step> plan(const Context& ctx) {
     // The three correctors of the paper's corrected rows, each after its hypotheses: daei (stages 1–4),
     // dae-corrected (stages 1 + 2 + 4) and noisy-vec2text (noisy inverter + vanilla corrector, no DAE).
     for (const auto& ch : corrector_chains()) {
-      const std::string train = R + "/cache/" + ch.hyp_split, val = R + "/cache/" + ch.hyp_val_split();
-      const std::string val_source = R + "/cache/val/manifest.json";
+      const std::string train = layout.cache(ch.hyp_split), val = layout.cache(ch.hyp_val_split());
+      const std::string hyp_split = ch.hyp_split, hyp_val = ch.hyp_val_split();
       const std::string from = ch.inverter_stage + "/final" + (ch.dae_stage.empty() ? " (no DAE)" : ", " + ch.dae_stage +
                                                                                           "/final/dae");
       s.push_back({"hypotheses for " + ch.system, HypothesesCommand{ch.stage}, from + ", cache/train, cache/val",
                    train + "/, " + val + "/",
                    [=] {
-                     return file_exists(train + "/manifest.json") &&
-                            (!file_exists(val_source) || file_exists(val + "/manifest.json"));
+                     return layout.cache_complete(hyp_split) &&
+                            (!layout.cache_complete("val") || layout.cache_complete(hyp_val));
                    },
                    [train] { return file_exists(train); }});
       s.push_back(stage("corrector of " + ch.system, ch.stage, ch.folder,
@@ -116,8 +117,8 @@ std::vector<Step> plan(const Context& ctx) {
   // zsinvert (issue 23): its generator LM, trained on the training texts only, before eval adds the rows.
   if (c.flag("zsinvert.enabled"))
     s.push_back(stage("generator LM of zsinvert (texts only)", "lm", "lm", "cache/train (texts only)"));
-  s.push_back({"eval", EvalCommand{}, "every final/, cache/{test,ood-*}", R + "/eval/results.{json,md}, samples.md",
-               exists(R + "/eval/results.json"), [] { return false; }});
+  s.push_back({"eval", EvalCommand{}, "every final/, cache/{test,ood-*}", layout.eval_file("results.{json,md}") + ", samples.md",
+               exists(layout.eval_file("results.json")), [] { return false; }});
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/fsutil.h"
+#include "data/run_layout.h"
 #include "eval/reference.h"
 #include "model/embedder.h"
 #include "stages/data_source.h"
@@ -35,8 +36,8 @@ int train_stage1(Context& ctx, const TrainCommand& cmd, const std::string& stage
 
 // The rows of the held-out CE: the val split, when its cache exists (or the synthetic set stands in).
 std::shared_ptr<const NoisyDataset> heldout_split(Context& ctx) {
-  if (ctx.config.integer("train.synthetic_rows") == 0 && !file_exists(ctx.run_dir + "/cache/val/manifest.json")) {
-    LOG_WARN("[train] no {}/cache/val: no held-out CE", ctx.run_dir);
+  if (ctx.config.integer("train.synthetic_rows") == 0 && !RunLayout(ctx.run_dir).cache_complete("val")) {
+    LOG_WARN("[train] no {}: no held-out CE", RunLayout(ctx.run_dir).cache("val"));
     return nullptr;
   }
   return open_noisy_split(ctx.config, ctx.run_dir, "val");
@@ -49,14 +50,14 @@ int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag
   InverterBudget budget;
   // Not over a pretrained T5 (inverter.t5_dir): its token embeddings are kept.
   if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty())
-    budget.token_box = make_run_embedder(ctx.config, ctx.run_dir);
+    budget.token_box = make_run_embedder(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());
   InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, cmd.resume, cmd.force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
   return s.run();
 }
 
 int train_stage2(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
+  const std::string dae = RunLayout(ctx.run_dir).final_dae("stage1");
   auto val = heldout_split(ctx);
   return train_inverter(ctx, cmd, "stage2", stage_dir, denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae),
                         val ? std::function<InverterTrainData()>([=] { return denoised_data(val, dae); }) : nullptr);
@@ -69,7 +70,7 @@ int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
 }
 
 int train_clean_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  const bool val = file_exists(ctx.run_dir + "/cache/val/clean/manifest.json");
+  const bool val = RunLayout(ctx.run_dir).clean_cache_complete("val");
   Context* c = &ctx;
   return train_inverter(ctx, cmd, "clean-inverter", stage_dir, clean_train_data(ctx.config, ctx.run_dir),
                         val ? std::function<InverterTrainData()>(
@@ -81,14 +82,14 @@ int train_clean_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
 // and inverter learning rate on DAE₁(y), with no gradient into the DAE, so "joint − dae-only-continued" measures the
 // joint objective and not the extra steps.
 int train_stage2_continued(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  const std::string dae = final_dae_dir(ctx.run_dir + "/stage1");
+  const std::string dae = RunLayout(ctx.run_dir).final_dae("stage1");
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   InverterBudget budget;
   budget.section = "stage3";
   budget.lr_key = "stage3.lr_inverter";
   budget.weight_decay_key = "stage3.weight_decay";
-  budget.init_dir = Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter";
+  budget.init_dir = RunLayout(ctx.run_dir).final_inverter("stage2");
   InverterStage s(ctx.config, *ctx.comm, "stage2-continued", stage_dir, denoised_data(train, dae), tok, cmd.resume,
                   cmd.force, budget);
   if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, denoised_data(val, dae));
@@ -98,8 +99,9 @@ int train_stage2_continued(Context& ctx, const TrainCommand& cmd, const std::str
 int train_stage3(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, final_dae_dir(ctx.run_dir + "/stage1"),
-           Trainer::final_dir(ctx.run_dir + "/stage2") + "/inverter", cmd.resume, cmd.force);
+  const RunLayout layout(ctx.run_dir);
+  Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, layout.final_dae("stage1"), layout.final_inverter("stage2"),
+           cmd.resume, cmd.force);
   s.enable_heldout(ctx.config, *ctx.comm, heldout_split(ctx));
   return s.run();
 }
@@ -107,15 +109,16 @@ int train_stage3(Context& ctx, const TrainCommand& cmd, const std::string& stage
 // Stage 4 and the two other correctors (dae-corrected, noisy-vec2text): one stage, three chains.
 int train_corrector(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, const CorrectorChain& chain) {
   const std::string R = ctx.run_dir;
+  const RunLayout layout(R);
   CorrectorStageData d;
   d.train = open_noisy_split(ctx.config, R, "train");
-  d.hyps = NoisyCache::open(R + "/cache/" + chain.hyp_split);
-  if (file_exists(R + "/cache/" + chain.hyp_val_split() + "/manifest.json")) {
+  d.hyps = NoisyCache::open(layout.cache(chain.hyp_split));
+  if (layout.cache_complete(chain.hyp_val_split())) {
     d.val = open_noisy_split(ctx.config, R, "val");
-    d.hyps_val = NoisyCache::open(R + "/cache/" + chain.hyp_val_split());
+    d.hyps_val = NoisyCache::open(layout.cache(chain.hyp_val_split()));
   }
-  d.dae_dir = chain.dae_stage.empty() ? "" : final_dae_dir(R + "/" + chain.dae_stage);
-  d.inverter_dir = Trainer::final_dir(R + "/" + chain.inverter_stage) + "/inverter";
+  d.dae_dir = chain.dae_stage.empty() ? "" : layout.final_dae(chain.dae_stage);
+  d.inverter_dir = layout.final_inverter(chain.inverter_stage);
   auto tok = run_tokenizer(ctx.config, *ctx.comm, R, *d.train);
   Stage4 s(ctx.config, *ctx.comm, chain, stage_dir, std::move(d), tok, cmd.resume, cmd.force);
   return s.run();
@@ -204,29 +207,31 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
   const int64_t W = ctx.comm->size();
   if (B % (W * A) != 0)
     throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.config_key, B, W, A));
-  if (Trainer::final_ready(ctx.run_dir + "/" + e.folder) && !cmd.force) return;  // nothing to do: no inputs needed
+  const RunLayout layout(ctx.run_dir);
+  if (layout.stage_complete(e.folder) && !cmd.force) return;  // nothing to do: no inputs needed
   for (const auto& need : e.needs)
-    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/" + need),
-               "train --stage {} starts from {}/{}/final, which is missing or incomplete (train that stage first)",
-               cmd.stage, ctx.run_dir, need);
+    DAEI_CHECK(layout.stage_complete(need),
+               "train --stage {} starts from {}, which is missing or incomplete (train that stage first)", cmd.stage,
+               layout.stage_final(need));
   if (const CorrectorChain* c = find_corrector_chain(cmd.stage))
-    DAEI_CHECK(file_exists(ctx.run_dir + "/cache/" + c->hyp_split + "/manifest.json"),
-               "train --stage {} needs {}/cache/{} (run `daei hypotheses --for {}`)", cmd.stage, ctx.run_dir,
-               c->hyp_split, c->stage);
+    DAEI_CHECK(layout.cache_complete(c->hyp_split),
+               "train --stage {} needs {} (run `daei hypotheses --for {}`)", cmd.stage, layout.cache(c->hyp_split),
+               c->stage);
   if (cmd.stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
 }
 
 int run_command(Context& ctx, const TrainCommand& cmd) {
   auto it = stages().find(cmd.stage);
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  const std::string stage_dir = ctx.run_dir + "/" + it->second.folder;
-  const bool complete = Trainer::final_ready(stage_dir) && !cmd.force;
+  const RunLayout layout(ctx.run_dir);
+  const std::string stage_dir = layout.stage(it->second.folder);
+  const bool complete = layout.stage_complete(it->second.folder) && !cmd.force;
   // Held until the stage ends (its Trainer shares it): a second trainer is refused before it writes anything.
   DirLock lock = lock_stage(ctx, cmd, stage_dir, !complete);
   ctx.commit_config();
   if (complete) {
     LOG_INFO("[{}] {} is complete; nothing to do (--force trains again, archiving it)", it->second.folder,
-             Trainer::final_dir(stage_dir));
+             layout.stage_final(it->second.folder));
     return kExitOk;
   }
   return it->second.train(ctx, cmd, stage_dir);

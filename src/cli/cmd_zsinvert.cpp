@@ -14,13 +14,13 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "data/run_layout.h"
 #include "eval/systems.h"
 #include "eval/zsinvert.h"
 #include "model/dae.h"
 #include "model/embedder.h"
 #include "stages/lm.h"
 #include "stages/stage1.h"
-#include "stages/trainer.h"
 
 namespace daei::cli {
 namespace {
@@ -34,11 +34,12 @@ void validate(Context& ctx, const ZsinvertCommand& cmd) {
   DAEI_CHECK(file_exists(cmd.files.input), "zsinvert: {}: no such file", cmd.files.input);
   if (cmd.shield != "none" && cmd.shield != "dae")
     throw UsageError(fmt::format("zsinvert: --shield must be none or dae, got '{}'", cmd.shield));
-  DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/lm"),
-             "zsinvert: no {}/lm/final: train the generator first (`daei train --stage lm`)", ctx.run_dir);
+  const RunLayout layout(ctx.run_dir);
+  DAEI_CHECK(layout.stage_complete("lm"),
+             "zsinvert: no {}: train the generator first (`daei train --stage lm`)", layout.stage_final("lm"));
   if (cmd.shield == "dae")
-    DAEI_CHECK(Trainer::final_ready(ctx.run_dir + "/stage1"), "zsinvert: --shield dae needs {}/stage1/final",
-               ctx.run_dir);
+    DAEI_CHECK(layout.stage_complete("stage1"), "zsinvert: --shield dae needs {}",
+               layout.stage_final("stage1"));
 }
 
 int run(Context& ctx, const ZsinvertCommand& cmd) {
@@ -46,17 +47,17 @@ int run(Context& ctx, const ZsinvertCommand& cmd) {
   const Config& cfg = ctx.config;
   torch::set_num_threads(static_cast<int>(cfg.integer("train.threads")));
   const at::Tensor y = read_embeddings(cmd.files.input, "zsinvert");
-  const std::string given = cfg.str("inverter.tokenizer");
-  const std::string tok_path = given.empty() ? ctx.run_dir + "/tokenizer/spm.model" : given;
+  const RunLayout layout(ctx.run_dir);
+  const std::string tok_path = layout.tokenizer_for(cfg.str("inverter.tokenizer"));
   DAEI_CHECK(file_exists(tok_path), "zsinvert: no tokenizer at {}", tok_path);
   auto tok = std::make_shared<SpmTokenizer>(tok_path);
-  auto lm = T5ModelImpl::from_pretrained(final_lm_dir(ctx.run_dir + "/lm"));
-  auto embedder = make_run_embedder(cfg, ctx.run_dir);
+  auto lm = T5ModelImpl::from_pretrained(layout.final_module("lm", "lm"));
+  auto embedder = make_run_embedder(cfg, layout.sigma_estimate());
   DAEI_CHECK(y.size(1) == embedder->dim(), "zsinvert: {}: embeddings have dimension {}, the black box gives {}",
              cmd.files.input, y.size(1), embedder->dim());
   std::shared_ptr<Dae> dae;
   double sigma0 = 0;
-  if (cmd.shield == "dae") dae = std::make_shared<Dae>(load_dae(final_dae_dir(ctx.run_dir + "/stage1"), &sigma0));
+  if (cmd.shield == "dae") dae = std::make_shared<Dae>(load_dae(layout.final_dae("stage1"), &sigma0));
   QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
     return embedder->embed(t, k);
   };

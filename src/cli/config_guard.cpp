@@ -11,6 +11,7 @@
 
 #include "core/fsutil.h"
 #include "core/log.h"
+#include "data/run_layout.h"
 
 namespace daei::cli {
 namespace fs = std::filesystem;
@@ -143,7 +144,7 @@ bool has_saved_work(const std::string& run_dir, const std::string& entry) {
 
 ConfigChanges compare_with_saved(const std::string& run_dir, const Config& now) {
   ConfigChanges out;
-  const std::string path = run_dir + "/config.yaml";
+  const std::string path = RunLayout(run_dir).config();
   if (!file_exists(path)) return out;
   Config before = Config::defaults();
   try {
@@ -167,17 +168,18 @@ ConfigChanges compare_with_saved(const std::string& run_dir, const Config& now) 
 
 SavedConfig save_config(const std::string& run_dir, const Config& now, bool changed) {
   SavedConfig s;
-  const std::string path = run_dir + "/config.yaml";
+  const RunLayout layout(run_dir);
+  const std::string path = layout.config();
   if (file_exists(path)) {
     s.previous = read_file(path);
     if (changed) {
       char stamp[32];
       const std::time_t t = std::time(nullptr);
       std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&t));
-      make_dirs(run_dir + "/config.history");
-      s.history_file = run_dir + "/config.history/" + stamp + ".yaml";
+      make_dirs(layout.config_history());
+      s.history_file = layout.config_history() + "/" + stamp + ".yaml";
       for (int i = 1; file_exists(s.history_file); ++i)
-        s.history_file = fmt::format("{}/config.history/{}-{}.yaml", run_dir, stamp, i);
+        s.history_file = fmt::format("{}/{}-{}.yaml", layout.config_history(), stamp, i);
       write_file_atomic(s.history_file, *s.previous);
     }
   }
@@ -186,7 +188,7 @@ SavedConfig save_config(const std::string& run_dir, const Config& now, bool chan
 }
 
 void restore_config(const std::string& run_dir, const SavedConfig& saved) {
-  const std::string path = run_dir + "/config.yaml";
+  const std::string path = RunLayout(run_dir).config();
   try {
     if (saved.previous)
       write_file_atomic(path, *saved.previous);

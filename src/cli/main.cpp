@@ -24,6 +24,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "data/run_layout.h"
 #ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
@@ -138,7 +139,7 @@ int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, Comm
   }
   if (spec.uses_run_dir && ctx.proc.rank == 0) {
     make_dirs(ctx.run_dir);
-    logging::add_file(ctx.run_dir + "/daei.log");
+    logging::add_file(RunLayout(ctx.run_dir).log_file());
   }
   std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);

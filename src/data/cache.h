@@ -21,6 +21,7 @@
 
 #include <torch/types.h>
 
+#include "data/cache_manifest.h"  // kCacheSchema
 #include "data/dataset.h"
 
 namespace daei {
@@ -29,7 +30,6 @@ class Config;
 class Communicator;
 class NoisyEmbedder;
 
-constexpr int kCacheSchema = 1;
 #define DAEI_CACHE_READ_AHEAD 1  // NoisyCache has CacheReadOptions, prefetch() and read_stats()
 
 struct CacheBuildOptions {
@@ -46,6 +46,16 @@ struct CacheBuildOptions {
   // Called on rank 0 once the request passed its checks and the split's lock is held, before anything is written
   // (`daei cache build` saves config.yaml there).
   std::function<void()> on_locked;
+  // The cache.* keys (read_config_fields); split, corpus_file and cache_dir come from the run's layout.
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("shard_rows", s.shard_rows);
+    v("batch_size", s.batch_size);
+    v("dtype", s.dtype);
+    v("chunk_kb", s.chunk_kb);
+    v("clean_train_reference", s.clean_train_reference);
+    v("max_rows_per_s", s.max_rows_per_s);
+  }
   static CacheBuildOptions from_config(const Config& cfg, const std::string& run_dir, const std::string& split);
 };
 
@@ -63,6 +73,15 @@ struct VerifyResult {
   int64_t rows = 0, shards = 0, dim = 0;
   std::string digest, embedder, dtype;
   double sigma = 0;
+  // What the manifest says (read_json_fields); shards and digest are counted and computed.
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("rows", s.rows);
+    v("dim", s.dim);
+    v("dtype", s.dtype);
+    v("embedder", s.embedder);
+    v("sigma", s.sigma);
+  }
 };
 // Checks every shard's checksums (fletcher32 on read, content digest) and attributes against the manifest.
 // Throws Error naming the shard on the first problem. kind = "noisy" or "clean".

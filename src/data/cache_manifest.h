@@ -8,6 +8,8 @@
 
 namespace daei {
 
+constexpr int kCacheSchema = 1;  // the version of the cache files (manifest and shards) this daei writes and reads
+
 // Parses and checks manifest text; path names the file in errors. Returns the JSON (fields as cache.h describes).
 nlohmann::json parse_cache_manifest(const std::string& text, const std::string& path);
 

@@ -1,5 +1,5 @@
+// The cache files' HDF5 layer: handles, attributes, shard writing, the manifest reader and the corpus check.
 #include "data/cache_shard.h"
-#include "data/cache.h"
 #include "data/cache_manifest.h"
 
 #include <hdf5.h>
@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <future>
 #include <thread>
@@ -45,6 +46,18 @@ void quiet_hdf5() {
     return true;
   }();
   (void)done;
+}
+
+std::recursive_mutex& hdf5_mutex() {
+  quiet_hdf5();
+  // recursive: a failed open() unwinds (and closes its shards under this lock) while it still holds it
+  static std::recursive_mutex m;
+  return m;
+}
+
+void check_eq(const std::string& path, const char* what, const std::string& got, const std::string& want) {
+  DAEI_CHECK(got == want, "{}: {} is '{}' but the manifest says '{}' (a shard from another build: delete the cache "
+             "folder and build again)", path, what, got, want);
 }
 
 // The current HDF5 error stack as one line (innermost descriptions), then cleared.

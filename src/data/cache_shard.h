@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -46,6 +47,12 @@ struct ShardMeta {
 };
 
 void quiet_hdf5();
+// The serial HDF5 library is not thread-safe: every HDF5 call of the reader and of verify (any cache, any thread)
+// holds this. HDF5's automatic error printing is per thread, so it is turned off here, in whichever thread is about
+// to call HDF5 (the read-ahead worker as well as the caller), or a failed read prints its whole error stack.
+std::recursive_mutex& hdf5_mutex();
+// A shard's attribute against the manifest's value: an error naming the shard when they differ.
+void check_eq(const std::string& path, const char* what, const std::string& got, const std::string& want);
 std::string h5_error();  // the HDF5 error stack as one line, then cleared
 bool looks_like_checksum(const std::string& e);
 [[noreturn]] void fail_read(const std::string& path, const std::string& what);

@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "data/run_layout.h"
 
 namespace daei {
 
@@ -22,17 +23,25 @@ at::Tensor CleanCache::clean(const std::vector<int64_t>& idx) const { return imp
 at::Tensor CleanCache::all_clean() const { return impl_->all_noisy(); }
 std::vector<std::string> CleanCache::texts(const std::vector<int64_t>& idx) const { return impl_->texts(idx); }
 
-CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split) {
-  if (cfg.integer("train.synthetic_rows") > 0) return synthetic_from_config(cfg, split);
-  const std::string dir = run_dir + "/cache/" + split;
+EvalSplit open_eval_split(const std::string& run_dir, const std::string& split, int64_t max_texts) {
+  const RunLayout layout(run_dir);
+  const std::string dir = layout.cache(split);
+  DAEI_CHECK(layout.cache_complete(split) && layout.clean_cache_complete(split),
+             "eval: {} needs the noisy and the offline-eval clean cache (`daei cache build --split {} --clean`)", dir,
+             split);
   auto noisy = NoisyCache::open(dir);
   auto clean = CleanCache::open(dir, CleanCache::OfflineEvalOnly{});
   DAEI_CHECK(clean->size() == noisy->size(), "{}: {} clean rows for {} noisy rows", dir, clean->size(), noisy->size());
-  CleanNoisy out;
-  out.noisy = noisy->all_noisy();
-  out.clean = clean->all_clean();
-  out.sigma = noisy->sigma();
-  return out;
+  const int64_t n = max_texts > 0 ? std::min(max_texts, noisy->size()) : noisy->size();
+  std::vector<int64_t> rows(n);
+  for (int64_t i = 0; i < n; ++i) rows[i] = i;
+  EvalSplit s;
+  s.name = split;
+  s.texts = noisy->texts(rows);
+  s.noisy = noisy->noisy_range(0, n);
+  s.clean = clean->clean(rows);
+  s.sigma = noisy->sigma();
+  return s;
 }
 
 std::function<at::Tensor(const std::vector<std::string>&, const std::vector<std::string>&)> clean_hypothesis_query(

@@ -38,7 +38,8 @@ class CleanCache {
 std::function<at::Tensor(const std::vector<std::string>&, const std::vector<std::string>&)> clean_hypothesis_query(
     std::shared_ptr<Embedder> clean);
 
-// Clean and noisy rows of a cached split, aligned (the synthetic set when train.synthetic_rows > 0).
-CleanNoisy open_eval_split(const Config& cfg, const std::string& run_dir, const std::string& split);
+// The one opener of a cached split (runs/NAME/cache/SPLIT and its clean/): its first max_texts rows (0 = all) with
+// texts, clean and noisy embeddings and the cache's σ.
+EvalSplit open_eval_split(const std::string& run_dir, const std::string& split, int64_t max_texts = 0);
 
 }  // namespace daei

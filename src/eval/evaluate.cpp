@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/cache.h"
+#include "data/run_layout.h"
 #include "eval/clean_cache.h"
 #include "dist/communicator.h"
 #include "eval/dae_table.h"
@@ -26,7 +27,6 @@
 #include "model/generate.h"
 #include "stages/data_source.h"
 #include "stages/stage2.h"
-#include "stages/trainer.h"
 
 namespace daei {
 namespace fs = std::filesystem;
@@ -76,25 +76,6 @@ bool repeats_a_token(const std::string& text, int times) {
 }
 
 namespace {
-
-EvalSplit load_cached_split(const std::string& run_dir, const std::string& split, int64_t max_texts) {
-  const std::string dir = run_dir + "/cache/" + split;
-  DAEI_CHECK(file_exists(dir + "/manifest.json") && file_exists(dir + "/clean/manifest.json"),
-             "eval: {} needs the noisy and the offline-eval clean cache (`daei cache build --split {} --clean`)", dir,
-             split);
-  auto noisy = NoisyCache::open(dir);
-  auto clean = CleanCache::open(dir, CleanCache::OfflineEvalOnly{});
-  const int64_t n = max_texts > 0 ? std::min(max_texts, noisy->size()) : noisy->size();
-  std::vector<int64_t> rows(n);
-  for (int64_t i = 0; i < n; ++i) rows[i] = i;
-  EvalSplit s;
-  s.name = split;
-  s.texts = noisy->texts(rows);
-  s.noisy = noisy->noisy_range(0, n);
-  s.clean = clean->clean(rows);
-  s.sigma = noisy->sigma();
-  return s;
-}
 
 EvalSplit embed_file_split(const Config& cfg, const std::string& path, int64_t max_texts) {
   DAEI_CHECK(file_exists(path), "eval: --split {}: no such file", path);
@@ -158,7 +139,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   LOG_INFO("[eval] systems: {}", fmt::join(names, ", "));
 
   std::vector<EvalSplit> splits;
-  for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(load_cached_split(run_dir, sp, opt.max_texts));
+  for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(open_eval_split(run_dir, sp, opt.max_texts));
   for (const auto& f : extra_files) splits.push_back(embed_file_split(cfg, f, opt.max_texts));
 
   auto embed_clean = [&ctx](const std::vector<std::string>& t) { return ctx.clean_embedder->embed(t); };
@@ -285,7 +266,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res["wall_s"] = wall;
   md += fmt::format("\nWall time: {}.\n", Progress::format_duration(wall));
-  const std::string out = run_dir + "/eval";
+  const std::string out = RunLayout(run_dir).eval_dir();
   make_dirs(out);
   write_file_atomic(out + "/results.json", res.dump(2) + "\n");  // whole: nothing kept from an earlier run
   write_file_atomic(out + "/results.md", md);

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "data/cache.h"
+#include "data/run_layout.h"
 #include "eval/clean_cache.h"
 
 namespace daei {
@@ -12,8 +13,8 @@ void require_clean_train_reference(const Config& cfg, const std::string& run_dir
   DAEI_CHECK(cfg.flag("reference.enabled"),
              "clean-inverter is a reference outside the threat model (it reads clean training embeddings); set "
              "reference.enabled: true to train it");
-  const std::string dir = run_dir + "/cache/train";
-  DAEI_CHECK(file_exists(dir + "/clean/manifest.json"),
+  const std::string dir = RunLayout(run_dir).cache("train");
+  DAEI_CHECK(RunLayout(run_dir).clean_cache_complete("train"),
              "{}/clean: no clean training cache; build it with `daei cache build --split train --clean --set "
              "cache.clean_train_reference=true`",
              dir);
@@ -25,8 +26,7 @@ InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir
 
 InverterTrainData clean_split_data(const Config& cfg, const std::string& run_dir, const std::string& split) {
   require_clean_train_reference(cfg, run_dir);
-  const std::string dir = run_dir + "/cache/" + split;
-  std::shared_ptr<CleanCache> clean(CleanCache::open(dir, CleanCache::OfflineEvalOnly{}));
+  std::shared_ptr<CleanCache> clean(CleanCache::open(RunLayout(run_dir).cache(split), CleanCache::OfflineEvalOnly{}));
   InverterTrainData d;
   d.rows = clean->size();
   d.dim = clean->dim();

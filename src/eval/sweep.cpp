@@ -13,6 +13,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/cache.h"
+#include "data/run_layout.h"
 #include "eval/clean_cache.h"
 #include "eval/metrics.h"
 #include "eval/systems.h"
@@ -52,15 +53,8 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
                      const std::vector<double>& sigmas, const std::string& command_line) {
   DAEI_CHECK(!sigmas.empty(), "eval --sigma: no σ given");
   for (double s : sigmas) DAEI_CHECK(s > 0 && std::isfinite(s), "eval --sigma: σ must be > 0, got {}", s);
-  const std::string dir = run_dir + "/cache/test";
-  auto clean_cache = CleanCache::open(dir, CleanCache::OfflineEvalOnly{});
-  const int64_t max = cfg.integer("eval.max_texts");
-  const int64_t n = max > 0 ? std::min<int64_t>(max, clean_cache->size()) : clean_cache->size();
-  std::vector<int64_t> rows(n);
-  for (int64_t i = 0; i < n; ++i) rows[i] = i;
-  EvalSplit base;
-  base.texts = clean_cache->texts(rows);
-  base.clean = clean_cache->clean(rows);
+  const EvalSplit base = open_eval_split(run_dir, "test", cfg.integer("eval.max_texts"));
+  const int64_t n = base.clean.size(0);
   const auto refs = reference_texts(ctx, base.texts);
   const uint64_t seed = static_cast<uint64_t>(cfg.integer("embedder.noise_seed"));
   const int64_t d = base.clean.size(1);
@@ -69,7 +63,8 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
                                "recall@1 | recall@10 | attack | BLEU | token F1 | cos(recovered, true) |\n"
                                "|---|---|---|---|---|---|---|---|\n",
                                n, command_line, DAEI_GIT_REV);
-  const std::string data_path = run_dir + "/eval/sigma_sweep.dat";
+  const RunLayout layout(run_dir);
+  const std::string data_path = layout.eval_file("sigma_sweep.dat");
   std::ofstream dat(data_path);
   dat << "# sigma cos_noisy recall1 recall10 bleu token_f1\n";
   for (double sigma : sigmas) {
@@ -106,9 +101,9 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
   dat.close();
   md += "\nA defender reads the row where leakage (BLEU, token F1) falls below the threshold it accepts and pays the "
         "recall of that row. σ is the noise of the release; the DAE is called at that σ.\n";
-  write_file_atomic(run_dir + "/eval/sigma_sweep.json", out.dump(2) + "\n");
-  write_file_atomic(run_dir + "/eval/sigma_sweep.md", md);
-  const std::string gp = run_dir + "/eval/sigma_sweep.gp", png = run_dir + "/eval/sigma_sweep.png";
+  write_file_atomic(layout.eval_file("sigma_sweep.json"), out.dump(2) + "\n");
+  write_file_atomic(layout.eval_file("sigma_sweep.md"), md);
+  const std::string gp = layout.eval_file("sigma_sweep.gp"), png = layout.eval_file("sigma_sweep.png");
   {
     std::ofstream g(gp);
     g << sigma_sweep_gnuplot(data_path, png);
@@ -116,7 +111,7 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
   if (std::system(("gnuplot '" + gp + "' >/dev/null 2>&1").c_str()) != 0)
     LOG_WARN("[sweep] gnuplot failed or missing: {} not drawn (the numbers are in sigma_sweep.json)", png);
   fs::remove(gp);
-  LOG_INFO("[sweep] wrote {}/eval/sigma_sweep.{{json,md,png}}", run_dir);
+  LOG_INFO("[sweep] wrote {}", layout.eval_file("sigma_sweep.{json,md,png}"));
 }
 
 }  // namespace daei

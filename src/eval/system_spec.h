@@ -8,15 +8,9 @@
 #include <vector>
 #include <torch/types.h>
 
-namespace daei {
+#include "stages/data_source.h"  // EvalSplit: one split's texts with their clean and noisy embeddings
 
-// One split's inputs: aligned texts, clean and noisy embeddings.
-struct EvalSplit {
-  std::string name;
-  std::vector<std::string> texts;
-  at::Tensor clean, noisy;  // float32 [n, d]
-  double sigma = 0;
-};
+namespace daei {
 
 // A system maps a split to recovered texts (and the black-box queries it spent per text).
 struct SystemRun {

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/cache.h"
+#include "data/run_layout.h"
 #include "eval/clean_cache.h"
 #include "eval/correction.h"
 #include "eval/dae_table.h"
@@ -23,7 +24,6 @@
 #include "stages/lm.h"
 #include "stages/stage1.h"
 #include "stages/stage4.h"
-#include "stages/trainer.h"
 
 namespace daei {
 
@@ -34,20 +34,20 @@ std::string round0_system(const CorrectorChain& chain) {
          : chain.inverter_stage == "stage2" ? "dae-only"
                                             : "noisy-inverter";
 }
-std::shared_ptr<InverterImpl> load_inverter_if(const std::string& stage_dir) {
-  if (!Trainer::final_ready(stage_dir)) return nullptr;
-  return InverterImpl::load(Trainer::final_dir(stage_dir) + "/inverter");
+std::shared_ptr<InverterImpl> load_inverter_if(const RunLayout& layout, const std::string& stage) {
+  if (!layout.stage_complete(stage)) return nullptr;
+  return InverterImpl::load(layout.final_inverter(stage));
 }
-std::shared_ptr<Dae> load_dae_if(const std::string& stage_dir, double* sigma0) {
-  if (!Trainer::final_ready(stage_dir)) return nullptr;
-  return std::make_shared<Dae>(load_dae(final_dae_dir(stage_dir), sigma0));
+std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& stage, double* sigma0) {
+  if (!layout.stage_complete(stage)) return nullptr;
+  return std::make_shared<Dae>(load_dae(layout.final_dae(stage), sigma0));
 }
 }  // namespace
 
 EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   EvalContext c;
-  const std::string given = cfg.str("inverter.tokenizer");
-  const std::string tok = given.empty() ? run_dir + "/tokenizer/spm.model" : given;
+  const RunLayout layout(run_dir);
+  const std::string tok = layout.tokenizer_for(cfg.str("inverter.tokenizer"));
   DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
   c.tok = std::make_shared<SpmTokenizer>(tok);
   c.clean_embedder = make_clean_embedder(cfg);
@@ -55,27 +55,26 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.max_length_eval = cfg.integer("inverter.max_length_eval");
   c.batch_size = cfg.integer("eval.batch_size");
   c.num_beams = cfg.integer("eval.num_beams");
-  c.clean_inv = load_inverter_if(run_dir + "/clean-inverter");
-  c.noisy_inv = load_inverter_if(run_dir + "/noisy-inverter");
-  c.stage2_inv = load_inverter_if(run_dir + "/stage2");
-  c.stage3_inv = load_inverter_if(run_dir + "/stage3");
-  c.stage2_continued_inv = load_inverter_if(run_dir + "/stage2-continued");
+  c.clean_inv = load_inverter_if(layout, "clean-inverter");
+  c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
+  c.stage2_inv = load_inverter_if(layout, "stage2");
+  c.stage3_inv = load_inverter_if(layout, "stage3");
+  c.stage2_continued_inv = load_inverter_if(layout, "stage2-continued");
   double s1 = 0, s3 = 0;
-  c.dae1 = load_dae_if(run_dir + "/stage1", &s1);
-  c.dae3 = load_dae_if(run_dir + "/stage3", &s3);
+  c.dae1 = load_dae_if(layout, "stage1", &s1);
+  c.dae3 = load_dae_if(layout, "stage3", &s3);
   c.sigma0 = c.dae1 ? s1 : s3;
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
   // The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
   std::shared_ptr<NoisyEmbedder> embedder;
   for (const auto& chain : corrector_chains()) {
-    const std::string folder = run_dir + "/" + chain.folder;
-    if (!Trainer::final_ready(folder)) continue;
+    if (!layout.stage_complete(chain.folder)) continue;
     auto inv = chain.inverter_stage == "stage3" ? c.stage3_inv : chain.inverter_stage == "stage2" ? c.stage2_inv
                                                                                                   : c.noisy_inv;
     auto dae = chain.dae_stage == "stage3" ? c.dae3 : chain.dae_stage == "stage1" ? c.dae1 : nullptr;
     if (!inv || (!chain.dae_stage.empty() && !dae)) continue;
-    if (!embedder) embedder = make_run_embedder(cfg, run_dir);
-    auto corrector = CorrectorImpl::load(Trainer::final_dir(folder) + "/corrector");
+    if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
+    auto corrector = CorrectorImpl::load(layout.final_module(chain.folder, "corrector"));
     CorrectionOptions co;
     co.max_steps = cfg.integer("correct.max_steps");
     co.beam = cfg.integer("correct.beam");
@@ -125,9 +124,9 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   }
   // ZSInvert (issue 23): the lm stage's generator proposes, the black box's cosine ranks; no inverter. The plain row
   // scores cos(f̃(x), y); our variant, zsinvert-dae, cos(DAE₁(f̃(x)), DAE₁(y)) with the stage-1 DAE.
-  if (cfg.flag("zsinvert.enabled") && Trainer::final_ready(run_dir + "/lm")) {
-    auto lm = T5ModelImpl::from_pretrained(final_lm_dir(run_dir + "/lm"));
-    if (!embedder) embedder = make_run_embedder(cfg, run_dir);
+  if (cfg.flag("zsinvert.enabled") && layout.stage_complete("lm")) {
+    auto lm = T5ModelImpl::from_pretrained(layout.final_module("lm", "lm"));
+    if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
     const ZsGenerator gen = t5_generator(lm, c.tok, c.max_length_eval);
     const ZsInvertOptions zo = zsinvert_options(cfg);
     const int64_t max_texts = cfg.integer("zsinvert.max_texts");
@@ -157,7 +156,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
       };
     }
   } else if (cfg.flag("zsinvert.enabled")) {
-    LOG_WARN("[eval] zsinvert.enabled but no {}/lm/final (`daei train --stage lm`): no zsinvert rows", run_dir);
+    LOG_WARN("[eval] zsinvert.enabled but no {} (`daei train --stage lm`): no zsinvert rows", layout.stage_final("lm"));
   }
   return c;
 }
@@ -251,14 +250,16 @@ DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::strin
   at::Tensor mean, cov;
   row_moments(*open_noisy_split(cfg, run_dir, "train"), cfg.integer("dae.table_wiener_rows"), mean, cov);
   const auto wiener = wiener_from_noisy(mean, cov, sigma0);
-  std::map<std::string, CleanNoisy> data;
-  for (const std::string split : {"val", "test"}) data[split] = open_eval_split(cfg, run_dir, split);
+  std::map<std::string, EvalSplit> data;
+  const bool synthetic = cfg.integer("train.synthetic_rows") > 0;
+  for (const std::string split : {"val", "test"})
+    data[split] = synthetic ? synthetic_from_config(cfg, split) : open_eval_split(run_dir, split);
   // The oracle is fitted on other rows than those scored: the clean training rows when the reference cache exists.
-  const std::string train_clean = run_dir + "/cache/train";
+  const RunLayout layout(run_dir);
   std::optional<LinearEstimator> oracle_train;
   std::string oracle_from;
-  if (file_exists(train_clean + "/clean/manifest.json")) {
-    auto clean = CleanCache::open(train_clean, CleanCache::OfflineEvalOnly{});
+  if (layout.clean_cache_complete("train")) {
+    auto clean = CleanCache::open(layout.cache("train"), CleanCache::OfflineEvalOnly{});
     const int64_t n = std::min<int64_t>(clean->size(), 200000);
     std::vector<int64_t> rows(n);
     for (int64_t i = 0; i < n; ++i) rows[i] = i;

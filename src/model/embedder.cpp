@@ -230,8 +230,6 @@ std::shared_ptr<NoisyEmbedder> embedder_at(const Config& cfg, double sigma) {
 
 std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg) { return embedder_at(cfg, cfg.real("embedder.sigma")); }
 
-std::string sigma_estimate_path(const std::string& run_dir) { return run_dir + "/cache/sigma_estimate.json"; }
-
 SigmaEstimate estimate_release_sigma(const Config& cfg, const NoisyEmbedder& emb, int64_t repeats) {
   const int64_t m = cfg.integer("estimate.texts");
   const auto& all = calibration_texts();
@@ -240,7 +238,7 @@ SigmaEstimate estimate_release_sigma(const Config& cfg, const NoisyEmbedder& emb
   return estimate_sigma([&](const std::vector<std::string>& t) { return emb.embed(t); }, texts, repeats);
 }
 
-SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir) {
+SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& estimate_file) {
   auto emb = make_embedder(cfg);
   const int64_t m = cfg.integer("estimate.texts"), repeats = cfg.integer("estimate.repeats");
   LOG_INFO("[cache] remote noise: estimating sigma from {} queries ({} calibration texts x {} repeats)", m * repeats,
@@ -253,16 +251,16 @@ SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir
   nlohmann::json j{{"sigma_hat", est.sigma}, {"rel_se", est.rel_se},     {"queries", est.queries},
                    {"texts", est.texts},     {"repeats", est.repeats},   {"dim", est.dim},
                    {"embedder", emb->id()},  {"declared_sigma", cfg.real("embedder.sigma")}};
-  make_dirs(run_dir + "/cache");
-  write_file_atomic(sigma_estimate_path(run_dir), j.dump(2) + "\n");
+  make_dirs(std::filesystem::path(estimate_file).parent_path().string());
+  write_file_atomic(estimate_file, j.dump(2) + "\n");
   LOG_INFO("[cache] sigma_hat {:.6f} (rel. s.e. {:.2f} %; embedder.sigma declares {}): every step of this run uses "
-           "sigma_hat ({})", est.sigma, 100 * est.rel_se, cfg.real("embedder.sigma"), sigma_estimate_path(run_dir));
+           "sigma_hat ({})", est.sigma, 100 * est.rel_se, cfg.real("embedder.sigma"), estimate_file);
   return est;
 }
 
-double release_sigma(const Config& cfg, const std::string& run_dir) {
+double release_sigma(const Config& cfg, const std::string& estimate_file) {
   if (!noise_is_remote(cfg)) return cfg.real("embedder.sigma");
-  const std::string p = sigma_estimate_path(run_dir);
+  const std::string& p = estimate_file;
   DAEI_CHECK(file_exists(p), "{}: missing; the release adds its noise remotely, so its sigma is estimated by "
              "`daei cache build` (run it first)", p);
   auto j = nlohmann::json::parse(read_file(p), nullptr, false);
@@ -273,8 +271,8 @@ double release_sigma(const Config& cfg, const std::string& run_dir) {
   return j["sigma_hat"].get<double>();
 }
 
-std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& run_dir) {
-  return embedder_at(cfg, release_sigma(cfg, run_dir));
+std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& estimate_file) {
+  return embedder_at(cfg, release_sigma(cfg, estimate_file));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -114,18 +114,18 @@ const std::vector<std::string>& calibration_texts();
 
 // The σ a run's attack assumes. Local noise: embedder.sigma. Remote noise (a service: embedder.kind http, or
 // noise_source remote): the attacker does not know σ, so `cache build` estimates σ̂ once per run on the calibration
-// texts (estimate.texts × estimate.repeats queries, eq. 3) into RUN/cache/sigma_estimate.json, and every cache,
-// stage and evaluation of the run uses σ̂; embedder.sigma is then only the declared value, logged beside σ̂.
+// texts (estimate.texts × estimate.repeats queries, eq. 3) into the run's estimate file (RunLayout::sigma_estimate),
+// and every cache, stage and evaluation of the run uses σ̂; embedder.sigma is then only the declared value, logged
+// beside σ̂. The model layer knows no run folder: callers pass the estimate file's path.
 bool noise_is_remote(const Config& cfg);
-std::string sigma_estimate_path(const std::string& run_dir);
 // σ̂ of emb from the first estimate.texts calibration texts, `repeats` queries each (estimate-sigma, cache build).
 SigmaEstimate estimate_release_sigma(const Config& cfg, const NoisyEmbedder& emb, int64_t repeats);
 // Estimates σ̂ through the configured embedder and writes sigma_estimate.json atomically (one process).
-SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& run_dir);
+SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& estimate_file);
 // embedder.sigma, or σ̂ from sigma_estimate.json (an error naming the file and the fix when it is missing).
-double release_sigma(const Config& cfg, const std::string& run_dir);
+double release_sigma(const Config& cfg, const std::string& estimate_file);
 // make_embedder with the run's σ (release_sigma): what every step of a run that queries the release uses.
-std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& run_dir);
+std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& estimate_file);
 
 // Query averaging: an attacker that pays k queries for a text gets the mean of k answers, each with its own noise
 // key — the text's key for query 0 (k = 1 changes nothing), "<key>/q<j>" for query j ≥ 1. `query` is any black box

@@ -12,6 +12,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/sha256.h"
+#include "data/run_layout.h"
 
 namespace daei {
 namespace fs = std::filesystem;
@@ -42,18 +43,8 @@ bool CheckpointStore::is_checkpoint_name(const std::string& n) { return n.size()
 
 bool CheckpointStore::is_complete(const std::string& dir) { return file_exists(dir + "/DONE"); }
 
-std::string CheckpointStore::verify(const std::string& dir) {
-  if (!is_complete(dir)) return "no DONE file (incomplete)";
-  const json done = json::parse(read_file(dir + "/DONE"), nullptr, false);
-  if (done.is_discarded() || !done.is_object() || !done.contains("files"))
-    return "DONE has no checksums (written by an older daei): not verifiable";
-  for (const auto& [name, sha] : done.at("files").items()) {
-    const std::string p = dir + "/" + name;
-    if (!file_exists(p)) return fmt::format("{} is missing", name);
-    if (sha256_file(p) != sha.get<std::string>()) return fmt::format("{}: SHA-256 differs (damaged)", name);
-  }
-  return "";
-}
+// The check RunLayout makes of a final/ folder, so a checkpoint and a finished step verify alike.
+std::string CheckpointStore::verify(const std::string& dir) { return verify_done_folder(dir); }
 
 std::string CheckpointStore::latest(const std::string& stage_dir) {
   std::vector<std::string> done;

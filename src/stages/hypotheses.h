@@ -10,9 +10,9 @@
 // never reuses its target's noise ("train/<id>"), two rows with the same hypothesis get different noise, and so do
 // two rounds — as a real release interface, which draws fresh noise for every query, behaves.
 //
-// Built like any cache (data/cache.h): shards of shard_rows rows round-robin over the ranks (collective), each
-// written under a temporary name and renamed; complete shards are kept when the build is run again (resume);
-// rank 0 writes manifest.json last. Shards and manifest record a source digest (SHA-256 of the training cache's
+// Written by the one cache writer (data/cache_writer.h), as any cache: shards of shard_rows rows round-robin over the
+// ranks (collective), each written under a temporary name and renamed; complete, intact shards are kept when the
+// build is run again (resume); rank 0 writes manifest.json last, with a "hypotheses" block saying how they were made. Shards and manifest record a source digest (SHA-256 of the training cache's
 // manifest, the inverter's and the DAE's weights, σ, round and max_length) in the corpus_sha256 field: a build
 // from other models is refused with an explanation instead of being mixed in.
 #pragma once

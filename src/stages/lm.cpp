@@ -50,8 +50,6 @@ TokenLoss lm_loss(T5ModelImpl& t5, const at::Tensor& input_ids, const at::Tensor
 
 T5Config lm_t5_config(const Config& cfg, int64_t vocab_size) { return inverter_config(cfg, 1, vocab_size).t5; }
 
-std::string final_lm_dir(const std::string& stage_dir) { return Trainer::final_dir(stage_dir) + "/lm"; }
-
 LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage_dir, LmTrainData data,
                  std::shared_ptr<SpmTokenizer> tok, bool resume, bool force)
     : data_(std::move(data)), tok_(std::move(tok)) {

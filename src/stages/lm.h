@@ -50,8 +50,6 @@ TokenLoss lm_loss(T5ModelImpl& t5, const at::Tensor& input_ids, const at::Tensor
 // The generator's T5 shape: the inverters' (inverter_config), started from inverter.t5_dir when that is set.
 T5Config lm_t5_config(const Config& cfg, int64_t vocab_size);
 
-// runs/NAME/lm/final/lm: the trained generator.
-std::string final_lm_dir(const std::string& stage_dir);
 
 // Texts by training row (no embeddings are read).
 struct LmTrainData {

@@ -24,7 +24,6 @@ DaeOptions dae_options(const Config& cfg, int64_t dim) {
   return o;
 }
 
-std::string final_dae_dir(const std::string& stage_dir) { return stage_dir + "/final/dae"; }
 
 std::vector<at::Tensor> dae_dropout_masks(Dae& dae, const Batch& b, uint64_t seed, uint64_t tag) {
   std::vector<at::Tensor> masks;

@@ -19,8 +19,6 @@ class Config;
 class Trainer;
 
 DaeOptions dae_options(const Config& cfg, int64_t dim);
-// The DAE folder a stage leaves in its final/: stage_dir/final/dae.
-std::string final_dae_dir(const std::string& stage_dir);
 
 struct Batch;
 

@@ -11,6 +11,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "model/dae.h"
 #include "stages/heldout.h"
@@ -59,7 +60,8 @@ std::shared_ptr<SpmTokenizer> run_tokenizer(const Config& cfg, Communicator& com
                                             const NoisyDataset& train) {
   const std::string given = cfg.str("inverter.tokenizer");
   if (!given.empty()) return std::make_shared<SpmTokenizer>(given);
-  const std::string dir = run_dir + "/tokenizer", model = dir + "/spm.model";
+  const RunLayout layout(run_dir);
+  const std::string dir = layout.tokenizer_dir(), model = layout.tokenizer_model();
   comm.run_on_root([&] {
     if (file_exists(model)) return;
     make_dirs(dir);

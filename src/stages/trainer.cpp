@@ -17,6 +17,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "core/signals.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "dist/control.h"
 #include "dist/grad_reducer.h"
@@ -363,7 +364,7 @@ int Trainer::run() {
   save_checkpoint("final", false);
   if (comm_.is_root() && opt_.plot) plot_curves(opt_.stage_dir);
   log_where_time_and_memory_went();
-  LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, final_dir(opt_.stage_dir));
+  LOG_INFO("[{}] done: {} steps, final model in {}", opt_.tag, step_, stage_final_dir(opt_.stage_dir));
   return kExitOk;
 }
 
@@ -465,14 +466,6 @@ std::string Trainer::verify(const std::string& dir) { return CheckpointStore::ve
 std::string Trainer::latest_checkpoint(const std::string& stage_dir) { return CheckpointStore::latest(stage_dir); }
 std::vector<std::string> Trainer::check_earlier_run(const std::string& stage_dir, bool resume, bool force) {
   return StageFolder::check_earlier_run(stage_dir, resume, force);
-}
-
-bool Trainer::final_ready(const std::string& stage_dir) {
-  const std::string f = final_dir(stage_dir);
-  if (!is_complete(f)) return false;
-  const std::string why = verify(f);
-  if (!why.empty()) LOG_WARN("[trainer] {} does not verify ({}): the stage is not complete", f, why);
-  return why.empty();
 }
 
 }  // namespace daei

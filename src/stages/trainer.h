@@ -162,9 +162,6 @@ class Trainer {
   // DONE present and every file it lists has its recorded SHA-256; "" when good, else what is wrong.
   static std::string verify(const std::string& dir);
   static std::string latest_checkpoint(const std::string& stage_dir);  // newest that verifies; "" when none
-  static std::string final_dir(const std::string& stage_dir) { return stage_dir + "/final"; }
-  // final/ complete and verified (a truncated final is not "complete").
-  static bool final_ready(const std::string& stage_dir);
   // A fresh run (not resume) over an earlier run's checkpoints or final: without force an Error saying so; with
   // force the entries to archive (sorted). Only reads, so a command can check before it writes anything.
   static std::vector<std::string> check_earlier_run(const std::string& stage_dir, bool resume, bool force);

@@ -705,6 +705,15 @@ TEST(Hypotheses, CacheContentAndResume) {
   EXPECT_EQ(r.shards_built, 3);
   const auto full = verify_cache(o.cache_dir);
   EXPECT_EQ(full.rows, HypFixture::kRows);
+  {  // one cache writer (issue 25): the manifest of a `cache build` cache, plus what the hypotheses come from
+    const auto train_man = nlohmann::json::parse(read_file(o.train_cache_dir + "/manifest.json"));
+    auto hyp_man = nlohmann::json::parse(read_file(o.cache_dir + "/manifest.json"));
+    EXPECT_EQ(hyp_man.at("hypotheses").at("decoding"), "greedy");
+    EXPECT_EQ(hyp_man.at("corpus_sha256"), r.source_sha256);
+    hyp_man.erase("hypotheses");
+    for (const auto& [k, v] : train_man.items()) EXPECT_TRUE(hyp_man.contains(k)) << k;
+    for (const auto& [k, v] : hyp_man.items()) EXPECT_TRUE(train_man.contains(k)) << k;
+  }
 
   // Row for row aligned with cache/train: same ids, the texts are the inverter's greedy hypotheses of DAE(y).
   auto train = NoisyCache::open(o.train_cache_dir);

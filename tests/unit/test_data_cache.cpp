@@ -1,4 +1,4 @@
-// Issue 4: corpus building and the HDF5 noisy-embedding caches.
+// Issue 4: corpus building and the HDF5 noisy-embedding caches; issue 25: the cache writer and the run layout.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +9,10 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/sha256.h"
 #include "data/cache.h"
+#include "data/cache_writer.h"
+#include "data/run_layout.h"
 #include "eval/clean_cache.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
@@ -386,4 +389,96 @@ TEST_F(CacheFixture, MissingCorpusIsAClearError) {
   std::string e = error_of([&] { build_cache(o, *emb, comm); });
   EXPECT_NE(e.find("test.jsonl"), std::string::npos) << e;
   EXPECT_NE(e.find("corpus build"), std::string::npos) << e;
+}
+
+// Issue 25: every path of a run directory comes from RunLayout, which also says whether a step's output is complete.
+TEST(RunLayout, PathsOfARunDirectory) {
+  const RunLayout r("/runs/x");
+  EXPECT_EQ(r.config(), "/runs/x/config.yaml");
+  EXPECT_EQ(r.log_file(), "/runs/x/daei.log");
+  EXPECT_EQ(r.corpus("val"), "/runs/x/corpus/val.jsonl");
+  EXPECT_EQ(r.corpus_stats(), "/runs/x/corpus/stats.json");
+  EXPECT_EQ(r.cache("test"), "/runs/x/cache/test");
+  EXPECT_EQ(r.cache_manifest("test"), "/runs/x/cache/test/manifest.json");
+  EXPECT_EQ(r.clean_cache("test"), "/runs/x/cache/test/clean");
+  EXPECT_EQ(r.clean_cache_manifest("test"), "/runs/x/cache/test/clean/manifest.json");
+  EXPECT_EQ(r.sigma_estimate(), "/runs/x/cache/sigma_estimate.json");
+  EXPECT_EQ(r.tokenizer_model(), "/runs/x/tokenizer/spm.model");
+  EXPECT_EQ(r.tokenizer_for(""), "/runs/x/tokenizer/spm.model");
+  EXPECT_EQ(r.tokenizer_for("/t5/spiece.model"), "/t5/spiece.model");
+  EXPECT_EQ(r.stage("stage2"), "/runs/x/stage2");
+  EXPECT_EQ(r.stage_final("stage2"), "/runs/x/stage2/final");
+  EXPECT_EQ(r.final_dae("stage1"), "/runs/x/stage1/final/dae");
+  EXPECT_EQ(r.final_inverter("stage3"), "/runs/x/stage3/final/inverter");
+  EXPECT_EQ(r.final_module("stage4", "corrector"), "/runs/x/stage4/final/corrector");
+  EXPECT_EQ(r.eval_file("results.json"), "/runs/x/eval/results.json");
+}
+
+TEST(RunLayout, StepCompleteOnlyWhenItsFilesVerify) {
+  TempDir d("layout");
+  const RunLayout r(d.str());
+  EXPECT_FALSE(r.stage_complete("stage1"));  // no folder
+  write(d.p / "stage1/final/dae/model.safetensors", "weights");
+  EXPECT_FALSE(r.stage_complete("stage1"));  // no DONE: written in part
+  const std::string sha = sha256_file((d.p / "stage1/final/dae/model.safetensors").string());
+  write(d.p / "stage1/final/DONE", json{{"step", 3}, {"files", {{"dae/model.safetensors", sha}}}}.dump());
+  EXPECT_TRUE(r.stage_complete("stage1"));
+  EXPECT_TRUE(verify_done_folder(r.stage_final("stage1")).empty());
+  write(d.p / "stage1/final/dae/model.safetensors", "weightz");  // damaged after DONE
+  EXPECT_FALSE(r.stage_complete("stage1"));
+  EXPECT_NE(verify_done_folder(r.stage_final("stage1")).find("SHA-256 differs"), std::string::npos);
+  write(d.p / "stage1/final/DONE", "{}");  // no checksums: not verifiable, not complete
+  EXPECT_FALSE(r.stage_complete("stage1"));
+  EXPECT_FALSE(r.cache_complete("train"));
+  write(d.p / "cache/train/manifest.json", "{}");
+  EXPECT_TRUE(r.cache_complete("train"));
+  EXPECT_FALSE(r.clean_cache_complete("train"));
+}
+
+// Issue 25: one cache writer. A cache written through CacheWriter by a caller of its own (rows from anywhere) has the
+// manifest of `cache build`'s caches, field for field, reads back, and resumes keeping its complete shards.
+TEST_F(CacheFixture, CacheWriterIsTheWriterOfEveryCache) {
+  build_cache(opts("train", 5, "float32"), *emb, comm);
+  auto train = NoisyCache::open(dir("train"));
+  auto write_copy = [&](const std::string& split) {
+    CacheWriterOptions wo;
+    wo.dir = dir(split);
+    wo.split = split;
+    wo.embedder = "copy-of-train";
+    wo.dtype = "float32";
+    wo.sigma = 0.5;
+    wo.noise_seed = 3;
+    wo.shard_rows = 4;
+    wo.manifest_extra = {{"copied_from", "train"}};
+    CacheWriter w(wo, comm);
+    if (!w.plan([&] { return CacheSource{train->size(), train->dim(), "source-digest"}; })) return int64_t(0);
+    int64_t built = 0;
+    for (int64_t s : w.mine()) {
+      std::vector<int64_t> rows;
+      for (int64_t i = w.shard_begin(s); i < w.shard_end(s); ++i) rows.push_back(i);
+      w.write(s, train->ids(rows), 2 * train->noisy(rows), at::Tensor(), train->texts(rows));
+      ++built;
+    }
+    w.finish();
+    return built;
+  };
+  EXPECT_EQ(write_copy("copy"), 6);
+  const json a = json::parse(read_file(dir("train") + "/manifest.json"));
+  json b = json::parse(read_file(dir("copy") + "/manifest.json"));
+  EXPECT_EQ(b.at("copied_from"), "train");
+  b.erase("copied_from");
+  for (const auto& [k, v] : a.items()) EXPECT_TRUE(b.contains(k)) << k;
+  for (const auto& [k, v] : b.items()) EXPECT_TRUE(a.contains(k)) << k;
+  EXPECT_EQ(b.at("corpus_sha256"), "source-digest");
+  EXPECT_EQ(b.at("shards").size(), 6u);
+  auto c = NoisyCache::open(dir("copy"), {"copy-of-train", 0.5, 4, "-"});
+  EXPECT_TRUE(torch::equal(c->all_noisy(), 2 * train->all_noisy()));
+  EXPECT_EQ(c->texts({22}), train->texts({22}));
+  const std::string digest = verify_cache(dir("copy")).digest;
+  // Resume: only the missing shard is written again; complete: nothing.
+  fs::remove(dir("copy") + "/manifest.json");
+  fs::remove(dir("copy") + "/shard-00002.h5");
+  EXPECT_EQ(write_copy("copy"), 1);
+  EXPECT_EQ(verify_cache(dir("copy")).digest, digest);
+  EXPECT_EQ(write_copy("copy"), 0);
 }

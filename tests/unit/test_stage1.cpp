@@ -11,6 +11,7 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "core/signals.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "eval/dae_table.h"
 #include "stages/data_source.h"
@@ -148,18 +149,18 @@ TEST(Trainer, ResumeIsBitwiseOnOneRankAndSigusr1Exits75) {
   ASSERT_TRUE(Trainer::is_complete(ck));
   EXPECT_EQ(Trainer::latest_checkpoint(b), ck);
   EXPECT_TRUE(file_exists(ck + "/optim.pt") && file_exists(ck + "/state.json") && file_exists(ck + "/dae.json"));
-  EXPECT_FALSE(file_exists(Trainer::final_dir(b)));
+  EXPECT_FALSE(file_exists(stage_final_dir(b)));
   {
     Stage1 s(stage1_config(2 * N), comm, b, synthetic_train(), nullptr, true);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  auto ta = load_safetensors(final_dae_dir(a) + "/model.safetensors");
-  auto tb = load_safetensors(final_dae_dir(b) + "/model.safetensors");
+  auto ta = load_safetensors(stage_final_dir(a) + "/dae" + "/model.safetensors");
+  auto tb = load_safetensors(stage_final_dir(b) + "/dae" + "/model.safetensors");
   ASSERT_EQ(ta.size(), tb.size());
   for (auto& [k, v] : ta) EXPECT_TRUE(torch::equal(v, tb.at(k))) << k;
   EXPECT_TRUE(ta.count("input_proj.weight_orig") && ta.count("input_proj.weight_u") && ta.count("blocks.1.fc2.weight_v"));
   double s0 = 0;
-  auto dae = load_dae(final_dae_dir(b), &s0);
+  auto dae = load_dae(stage_final_dir(b) + "/dae", &s0);
   EXPECT_DOUBLE_EQ(s0, 0.04);
   fs::remove_all(a);
   fs::remove_all(b);
@@ -228,8 +229,8 @@ TEST(Trainer, GradientAccumulationMatchesOneBigBatch) {
     Stage1 s(cfg, comm, b, synthetic_train(), nullptr, false);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  auto ta = load_safetensors(final_dae_dir(a) + "/model.safetensors");
-  auto tb = load_safetensors(final_dae_dir(b) + "/model.safetensors");
+  auto ta = load_safetensors(stage_final_dir(a) + "/dae" + "/model.safetensors");
+  auto tb = load_safetensors(stage_final_dir(b) + "/dae" + "/model.safetensors");
   double m = 0;
   for (auto& [k, v] : ta) m = std::max(m, (v - tb.at(k)).abs().max().item<double>());
   EXPECT_LE(m, 1e-5) << "batch 12 vs 3 × 4: max |Δ| = " << m;
@@ -272,7 +273,7 @@ TEST(Trainer, PerGroupClippingAndSchedules) {
   const std::vector<double> want{0.5e-2, 1e-2, 1e-2, 0.75e-2, 0.5e-2};
   ASSERT_EQ(used.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(used[i], want[i], 1e-12) << "step " << i + 1;
-  auto ta = load_safetensors(Trainer::final_dir(o.stage_dir) + "/model.safetensors");
+  auto ta = load_safetensors(stage_final_dir(o.stage_dir) + "/model.safetensors");
   EXPECT_TRUE(ta.count("a.weight") && ta.count("b.bias"));
   fs::remove_all(o.stage_dir);
 }

@@ -13,6 +13,7 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "core/signals.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "model/generate.h"
 #include "stages/pcgrad.h"
@@ -289,9 +290,9 @@ TEST(Trainer, DamagedNewestCheckpointFallsBackAndDamagedFinalIsNotComplete) {
     InverterStage s(cfg, one, "stage2", t.dir + "/s", noisy_data(t.data), t.tok, true, false);
     ASSERT_EQ(s.run(), kExitOk);
   }
-  EXPECT_TRUE(Trainer::final_ready(t.dir + "/s"));
+  EXPECT_TRUE(RunLayout(t.dir).stage_complete("s"));
   fs::resize_file(t.dir + "/s/final/inverter/model.safetensors", 100);
-  EXPECT_FALSE(Trainer::final_ready(t.dir + "/s"));
+  EXPECT_FALSE(RunLayout(t.dir).stage_complete("s"));
 }
 
 TEST(Inverter, OverfitsThirtyTwoSentencesFromCleanEmbeddings) {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/rng.h"
+#include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "eval/zsinvert.h"
 #include "model/embedder.h"
@@ -382,9 +383,9 @@ TEST(ZsInvertLm, ResumeIsBitwiseAndFinalIsAHuggingFaceT5) {
     ASSERT_EQ(s.run(), kExitOk);
   }
   EXPECT_EQ(test::max_diff_files(dir + "/a/final/lm/model.safetensors", dir + "/b/final/lm/model.safetensors"), 0.0);
-  EXPECT_TRUE(Trainer::final_ready(dir + "/a"));
-  EXPECT_EQ(final_lm_dir(dir + "/a"), dir + "/a/final/lm");
-  auto m = T5ModelImpl::from_pretrained(final_lm_dir(dir + "/a"));
+  EXPECT_TRUE(RunLayout(dir).stage_complete("a"));
+  EXPECT_EQ(RunLayout(dir).final_module("a", "lm"), dir + "/a/final/lm");
+  auto m = T5ModelImpl::from_pretrained(RunLayout(dir).final_module("a", "lm"));
   EXPECT_EQ(m->cfg.d_model, 32);
   EXPECT_EQ(m->cfg.vocab_size, tok->vocab_size());
   EXPECT_TRUE(file_exists(dir + "/a/final/lm/training.json"));
