@@ -29,6 +29,7 @@ int run_dae_only(Context& ctx) {
   const RunLayout layout(ctx.run_dir);
   ec.dae1 = std::make_shared<Dae>(load_dae(layout.final_dae("stage1"), &s1));
   ec.sigma0 = s1;
+  ec.dae_sigma.assumed = ctx.config.real("stage1.sigma.assumed");
   if (layout.stage_complete("stage3")) ec.dae3 = std::make_shared<Dae>(load_dae(layout.final_dae("stage3"), &s3));
   auto t = dae_tables(ctx.config, ec, ctx.run_dir);
   nlohmann::json res{{"embedder", ctx.config.str("embedder.kind") == "glove" ? "glove-100d" : ctx.config.str("embedder.kind")},

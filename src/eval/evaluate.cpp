@@ -33,8 +33,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 SystemScores score_system(const EvalSplit& split, const std::vector<std::string>& refs, const SystemRun& run,
-                          const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
-                          const EvalOptions& opt) {
+                          const CleanEmbedFn& embed_clean, const EvalOptions& opt) {
   DAEI_CHECK(run.texts.size() == refs.size(), "eval: {} recovered texts for {} references", run.texts.size(),
              refs.size());
   SystemScores s;
@@ -77,7 +76,9 @@ bool repeats_a_token(const std::string& text, int times) {
 
 namespace {
 
-EvalSplit embed_file_split(const Config& cfg, const std::string& path, int64_t max_texts) {
+// A --split FILE: its texts queried through the run's release, at the run's σ (embedder.sigma, or a remote release's
+// σ̂ from the run's estimate), as every cached split was.
+EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std::string& path, int64_t max_texts) {
   DAEI_CHECK(file_exists(path), "eval: --split {}: no such file", path);
   EvalSplit s;
   s.name = fs::path(path).stem().string();
@@ -93,7 +94,7 @@ EvalSplit embed_file_split(const Config& cfg, const std::string& path, int64_t m
     if (max_texts > 0 && static_cast<int64_t>(s.texts.size()) >= max_texts) break;
   }
   DAEI_CHECK(!s.texts.empty(), "eval: {}: no texts", path);
-  auto emb = make_embedder(cfg);
+  auto emb = make_run_embedder(cfg, layout.sigma_estimate());
   std::vector<std::string> keys;
   for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
   auto [clean, noisy] = emb->embed_with_clean(s.texts, keys);
@@ -140,7 +141,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
 
   std::vector<EvalSplit> splits;
   for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(open_eval_split(run_dir, sp, opt.max_texts));
-  for (const auto& f : extra_files) splits.push_back(embed_file_split(cfg, f, opt.max_texts));
+  for (const auto& f : extra_files) splits.push_back(embed_file_split(cfg, RunLayout(run_dir), f, opt.max_texts));
 
   auto embed_clean = [&ctx](const std::vector<std::string>& t) { return ctx.clean_embedder->embed(t); };
   json res;

@@ -43,7 +43,7 @@ struct SystemScores {
 // Scores recovered texts against the truth (references: the truth truncated to the evaluation length, decoded);
 // cos from the clean embeddings `embed_clean(recovered)` against split.clean.
 SystemScores score_system(const EvalSplit& split, const std::vector<std::string>& references, const SystemRun& run,
-                          const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
+                          const CleanEmbedFn& embed_clean,
                           const EvalOptions& opt);
 
 // One token (whitespace-separated) repeated `times` or more times in a row ("an an an an ...").

@@ -14,8 +14,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 json score_rounds(const EvalSplit& split, const std::vector<std::string>& refs, const SystemRun& run,
-                  const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
-                  const EvalOptions& opt) {
+                  const CleanEmbedFn& embed_clean, const EvalOptions& opt) {
   DAEI_CHECK(run.round_texts.size() == run.round_queries.size() && !run.round_texts.empty(),
              "per-round: {} rounds of texts but {} of queries", run.round_texts.size(), run.round_queries.size());
   json out{{"rounds", json::array()}, {"early_stop_round", run.early_stop_round}, {"verdicts", json::array()}};

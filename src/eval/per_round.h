@@ -14,7 +14,7 @@ namespace daei {
 // One system on one split: a row per round {round, bleu, bleu_ci, token_f1, token_f1_ci, cos, queries_per_text},
 // the early-stopped round, and paired verdicts of the last round and of the early-stopped round against round 0.
 nlohmann::json score_rounds(const EvalSplit& split, const std::vector<std::string>& references, const SystemRun& run,
-                            const std::function<at::Tensor(const std::vector<std::string>&)>& embed_clean,
+                            const CleanEmbedFn& embed_clean,
                             const EvalOptions& opt);
 
 // per_round: {"splits": {split: {system: score_rounds(...)}}, ...} → out_dir/per_round.{json,md,png}; returns the

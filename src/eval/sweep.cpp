@@ -83,7 +83,7 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
     std::shared_ptr<Dae> dae = ctx.stage3_inv ? ctx.dae3 : ctx.dae1;
     const std::string attack = ctx.stage3_inv ? "joint-no-corrector" : "dae-only";
     DAEI_CHECK(inv && dae, "eval --sigma: no trained attack (stage 2 or 3) in {}", run_dir);
-    auto texts = decode_texts(ctx, *inv, denoise(*dae, sp.noisy, sigma), sp.name);
+    auto texts = decode_texts(ctx, *inv, denoise(*dae, sp.noisy, ctx.dae_sigma(sp)), sp.name);
     const auto per = metrics::score_all(texts, refs);
     auto rec = ctx.clean_embedder->embed(texts);
     const double cos_rec =

@@ -12,6 +12,9 @@
 
 namespace daei {
 
+// Clean embeddings of texts (the defender's model): what scores a recovery's cosine.
+using CleanEmbedFn = std::function<at::Tensor(const std::vector<std::string>&)>;
+
 // A system maps a split to recovered texts (and the black-box queries it spent per text).
 struct SystemRun {
   std::vector<std::string> texts;

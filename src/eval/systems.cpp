@@ -64,6 +64,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.dae1 = load_dae_if(layout, "stage1", &s1);
   c.dae3 = load_dae_if(layout, "stage3", &s3);
   c.sigma0 = c.dae1 ? s1 : s3;
+  c.dae_sigma.assumed = cfg.real("stage1.sigma.assumed");
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
   // The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
   std::shared_ptr<NoisyEmbedder> embedder;
@@ -88,13 +89,13 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     EvalContext opts = c;  // a copy for the closure (shares the models)
     auto make = [=](const std::string& system, QueryFn query) {
       return [=](const EvalSplit& sp) {
-        const at::Tensor target_in = dae ? denoise(*dae, sp.noisy, sp.sigma) : sp.noisy;
+        const at::Tensor target_in = dae ? denoise(*dae, sp.noisy, opts.dae_sigma(sp)) : sp.noisy;
         auto it = opts.decoded->find(round0 + "/" + sp.name);
         std::vector<std::string> initial =
             it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, system + " x̂₀");
         std::vector<std::string> ids;
         for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
-        const double sigma = sp.sigma;
+        const double sigma = opts.dae_sigma(sp);
         DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
         CorrectionOptions run_opt = co;
         if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
@@ -135,6 +136,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
       auto dae = shielded ? c.dae1 : nullptr;
       if (shielded && !dae) continue;
       const std::string name = shielded ? "zsinvert-dae" : "zsinvert";
+      const DaeSigma dae_sigma = c.dae_sigma;
       c.zsinvert[name] = [=](const EvalSplit& sp) {
         const int64_t n = max_texts > 0 ? std::min<int64_t>(max_texts, sp.noisy.size(0)) : sp.noisy.size(0);
         std::vector<std::string> ids;
@@ -142,7 +144,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
         QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
           return embedder->embed(t, k);
         };
-        const double sigma = sp.sigma;
+        const double sigma = dae_sigma(sp);
         DenoiseFn shield = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
         auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo);
         SystemRun run;
@@ -222,18 +224,18 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
   if (ctx.stage2_inv && ctx.dae1)
     s.push_back({"dae-only", false, [c, memo](const EvalSplit& sp) {
                    return memo("dae-only", sp,
-                               decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, sp.sigma), "dae-only"));
+                               decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, c->dae_sigma(sp)), "dae-only"));
                  }});
   corrected("dae-corrected");
   if (ctx.stage2_continued_inv && ctx.dae1)
     s.push_back({"dae-only-continued", false, [c](const EvalSplit& sp) {
-                   return texts_run(decode_texts(*c, *c->stage2_continued_inv, denoise(*c->dae1, sp.noisy, sp.sigma),
+                   return texts_run(decode_texts(*c, *c->stage2_continued_inv, denoise(*c->dae1, sp.noisy, c->dae_sigma(sp)),
                                                  "dae-only-continued"));
                  }});
   if (ctx.stage3_inv && ctx.dae3)
     s.push_back({"joint-no-corrector", false, [c, memo](const EvalSplit& sp) {
                    return memo("joint-no-corrector", sp,
-                               decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, sp.sigma),
+                               decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, c->dae_sigma(sp)),
                                             "joint-no-corrector"));
                  }});
   corrected("daei");
@@ -278,11 +280,11 @@ DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::strin
                "eval: {} was cached at σ {} but the DAE was trained at {}", split, d.sigma, sigma0);
     const auto oracle = oracle_train ? *oracle_train
                                      : wiener_oracle(data.at(split == "val" ? "test" : "val").clean, sigma0);
-    rows[split] = dae_row(*ctx.dae1, sigma0, wiener, oracle, d.clean, d.noisy);
+    rows[split] = dae_row(*ctx.dae1, ctx.dae_sigma(d), wiener, oracle, d.clean, d.noisy);
     out.json_block[split] = to_json(rows[split]);
     out.json_block[split]["oracle_fitted_on"] = oracle_from;
     if (ctx.dae3) {
-      auto r3 = dae_row(*ctx.dae3, sigma0, wiener, oracle, d.clean, d.noisy);
+      auto r3 = dae_row(*ctx.dae3, ctx.dae_sigma(d), wiener, oracle, d.clean, d.noisy);
       out.json_block[split]["mse_dae_stage3"] = r3.mse_dae;
       out.json_block[split]["cos_dae_stage3"] = r3.cos_dae;
       out.json_block[split]["mse_reduction_dae_stage3"] = r3.mse_noisy > 0 ? 1.0 - r3.mse_dae / r3.mse_noisy : 0.0;

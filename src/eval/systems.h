@@ -17,12 +17,22 @@ class Config;
 class Embedder;
 class CorrectorImpl;
 
+// The σ the attack calls its DAE at, one rule for the systems, the DAE table, `eval --split FILE` and the sweep: the
+// σ the split was noised at (EvalSplit::sigma: its cache manifest's, which is the run's release σ, embedder.sigma or
+// a remote release's σ̂; the same release σ for --split FILE; the swept σ in the sweep), or, in a sensitivity study,
+// the σ stage 1 was told to assume (stage1.sigma.assumed).
+struct DaeSigma {
+  double assumed = 0;  // stage1.sigma.assumed; 0 = off
+  double operator()(const EvalSplit& split) const { return assumed > 0 ? assumed : split.sigma; }
+};
+
 struct EvalContext {
   std::shared_ptr<SpmTokenizer> tok;
   std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
   std::string embedder_id;
   int64_t max_length_eval = 32, batch_size = 64, num_beams = 1;
-  double sigma0 = 0;  // the σ the attack assumes (the cache's σ, or σ̂)
+  double sigma0 = 0;  // the σ the DAE was trained at (dae.json)
+  DaeSigma dae_sigma;
   // Models that exist in the run directory (null otherwise).
   std::shared_ptr<Dae> dae1, dae3;
   std::shared_ptr<InverterImpl> clean_inv, noisy_inv, stage2_inv, stage3_inv;

@@ -1,3 +1,4 @@
+// Stage 1, paper §III-A: the SURE-trained DAE (what and why: stage1.h).
 #include "stages/stage1.h"
 
 #include <torch/torch.h>

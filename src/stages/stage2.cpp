@@ -1,3 +1,4 @@
+// Stage 2, paper §III-B: the inverter, and with the same code and budget its baselines (what and why: stage2.h).
 #include "stages/stage2.h"
 
 #include <torch/torch.h>

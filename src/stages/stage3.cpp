@@ -1,3 +1,4 @@
+// Stage 3, paper §III-C: the DAE and the inverter fine-tuned together, PCGrad on the DAE (what and why: stage3.h).
 #include "stages/stage3.h"
 
 #include <torch/torch.h>

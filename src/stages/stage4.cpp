@@ -1,3 +1,4 @@
+// Stage 4, paper §III-D: the corrector behind the frozen DAE shield (what and why: stage4.h).
 #include "stages/stage4.h"
 
 #include <torch/torch.h>

@@ -157,6 +157,21 @@ printf 'base: toy.yaml\neval:\n  sweep: true\n' >"$T/follow.yaml"
   { tail -20 "$T/follow_sweep.log"; fail "follow-up noise sweep"; }
 grep -q '"sigma": 0.05' "$R/eval/sigma_sweep.json" || fail "the follow-up sweep did not write sigma_sweep.json"
 
+# invert picks any trained row with --system and lists them with --list (issue 26 item 13).
+"$D" invert --config "$T/toy.yaml" --list >"$T/list.out" 2>"$T/list.err" || { cat "$T/list.err"; fail "invert --list"; }
+grep -qx "daei  (default)" "$T/list.out" || { cat "$T/list.out"; fail "invert --list does not mark daei the default"; }
+grep -qx "clean-to-clean  (reference, outside the threat model)" "$T/list.out" || fail "invert --list: no labelled reference"
+/usr/bin/python3 -c "
+import json, random
+r = random.Random(3)
+for _ in range(3): print(json.dumps({'embedding': [r.gauss(0, 0.1) for _ in range(100)]}))" >"$T/emb.jsonl"
+"$D" invert --config "$T/toy.yaml" --input "$T/emb.jsonl" --system noisy-inverter --output "$T/inv.jsonl" 2>"$T/inv.err" ||
+  { cat "$T/inv.err"; fail "invert --system noisy-inverter"; }
+[[ $(grep -c '"system":"noisy-inverter"' "$T/inv.jsonl") == 3 ]] || { cat "$T/inv.jsonl"; fail "invert did not use --system"; }
+set +e; "$D" invert --config "$T/toy.yaml" --input "$T/emb.jsonl" --system bogus >/dev/null 2>"$T/inv_bad.err"; rc=$?; set -e
+[[ $rc == 2 ]] && grep -q "invert: --system bogus is not trained in .*; it has: clean-to-clean" "$T/inv_bad.err" ||
+  { cat "$T/inv_bad.err"; fail "invert --system bogus: exit $rc"; }
+
 # ZSInvert (issue 23): zsinvert.enabled adds the lm step (the generator, texts only) to the pipeline; eval then has
 # the zsinvert and zsinvert-dae rows, run on the first zsinvert.max_texts texts, with their queries counted.
 ZS=(--set zsinvert.enabled=true --set lm.steps=3 --set lm.batch_size=16 --set lm.warmup_steps=1 --set lm.eval_every=3
