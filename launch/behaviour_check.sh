@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Behaviour of two daei binaries compared on the toy pipeline (every step and row, zsinvert, per-round, sweep):
+#   launch/behaviour_check.sh OLD_BINARY NEW_BINARY
+# Builds the toy corpus of tests/e2e/pipeline_toy.sh, runs `pipeline` on 2 ranks with each binary, and compares
+# eval/results.json without its timing and revision fields, the list of files written, and the trained weights.
+# Exit 0 when identical. (HDF5 shards differ byte-wise between any two runs, timestamps; their digests are in the
+# manifests, compared through results.json's inputs and the weights trained on them.)
+set -euo pipefail
+[[ $# == 2 ]] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+run() {  # BINARY DIR
+  local D=$1 T=$2
+  mkdir -p "$T"
+  /usr/bin/python3 - "$T/corpus.txt" <<'PY'
+import random, sys
+words = ("the a cat dog sat ran on under big small red blue house tree river old new man woman city war peace "
+         "people nation law state time year day work water fire light dark cold warm land sea king queen great "
+         "little good bad first last long short high low free strong music art").split()
+r = random.Random(7)
+lines = set()
+while len(lines) < 700:
+    lines.add(" ".join(r.choice(words) for _ in range(r.randint(3, 9))))
+open(sys.argv[1], "w").write("\n".join(sorted(lines)) + "\n")
+PY
+  cat >"$T/toy.yaml" <<YAML
+run: {name: toy, root: $T}
+embedder: {kind: glove, sigma: 0.04}
+corpus: {sources: ["$T/corpus.txt"], ood: [], test_size: 40, val_size: 40, min_words: 3}
+cache: {shard_rows: 256, clean_train_reference: true}
+reference: {enabled: true}
+dae: {hidden: 32, depth: 2}
+stage1: {steps: 4, batch_size: 32, warmup_steps: 1, eval_every: 2, eval_rows: 40}
+inverter: {d_model: 32, d_kv: 8, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, repeat_tokens: 4,
+           vocab_size: 80, max_length_train: 16, max_length_eval: 12}
+stage2: {steps: 6, batch_size: 16, warmup_steps: 1, eval_every: 3}
+stage3: {steps: 3, batch_size: 16, warmup_steps: 1, lambda_warmup_steps: 1, eval_every: 3}
+stage4: {steps: 3, batch_size: 16, warmup_steps: 1, eval_every: 3}
+hypotheses: {max_rows: 64, batch_size: 32}
+eval: {splits: [test], max_texts: 24, batch_size: 12, bootstrap: 100, sweep: true, sweep_sigmas: [0.02, 0.06],
+       per_round: true, clean_hypotheses_reference: true}
+correct: {max_steps: 2, beam: 2}
+zsinvert: {enabled: true, max_texts: 4, beam: 2, top_k: 4, max_steps: 3}
+lm: {steps: 4, batch_size: 16}
+train: {log_every: 1, ckpt_every: 100, progress_every_s: 100.0, heldout_rows: 20}
+YAML
+  local root=()
+  [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
+  mpirun "${root[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -np 2 \
+    "$D" pipeline --config "$T/toy.yaml" >"$T/run.log" 2>&1 || { tail -30 "$T/run.log"; exit 1; }
+  /usr/bin/python3 - "$T/toy/eval/results.json" >"$T/results.norm.json" <<'PY'
+import json, sys
+def strip(x):
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items()
+                if k not in ("revision", "command", "hostname", "host", "machine", "date") and not k.endswith("_s")
+                and "time" not in k}
+    return [strip(v) for v in x] if isinstance(x, list) else x
+print(json.dumps(strip(json.load(open(sys.argv[1]))), indent=1, sort_keys=True))
+PY
+  (cd "$T/toy" && find . -type f ! -name '*.log' ! -path '*archive*' | sort) >"$T/files.txt"
+}
+run "$1" "$W/old"
+run "$2" "$W/new"
+status=0
+diff "$W/old/results.norm.json" "$W/new/results.norm.json" && echo "results.json: identical" || status=1
+diff "$W/old/files.txt" "$W/new/files.txt" && echo "files written: identical ($(wc -l <"$W/old/files.txt"))" || status=1
+while read -r f; do
+  case $f in *.safetensors|*/samples.md|*/per_round.md|*/sigma_sweep.md|*.jsonl.txt) ;; *) continue ;; esac
+  cmp -s "$W/old/toy/$f" "$W/new/toy/$f" || { echo "differs: $f"; status=1; }
+done <"$W/old/files.txt"
+[[ $status == 0 ]] && echo "weights and samples: identical"
+exit $status

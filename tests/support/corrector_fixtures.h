@@ -1,0 +1,131 @@
+// Shared by the corrector, correction and hypothesis-cache tests: small models with seeded random weights (T5 d_model
+// 32, 1+1 layers, a 40-piece SentencePiece vocabulary), a hashed-word clean embedder and its noisy release.
+#pragma once
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/safetensors.h"
+#include "data/cache.h"
+#include "dist/communicator.h"
+#include "eval/correction.h"
+#include "model/corrector.h"
+#include "model/dae.h"
+#include "model/embedder.h"
+#include "model/inverter.h"
+#include "model/tokenizer_spm.h"
+#include "stages/hypotheses.h"
+#include "stages/token_init.h"
+
+namespace daei::corrector_test {
+using namespace daei;
+namespace fs = std::filesystem;
+
+
+inline constexpr int64_t kDim = 16, kRepeat = 2;
+
+struct TempDir {
+  fs::path p;
+  explicit TempDir(const std::string& tag) {
+    p = fs::temp_directory_path() / ("daei-" + tag + "-" + std::to_string(getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+  }
+  ~TempDir() { fs::remove_all(p); }
+  std::string str() const { return p.string(); }
+};
+
+inline const char* const kWords[] = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "from", "home",
+                        "red", "blue", "green", "house", "tree", "river", "stone", "light"};
+
+inline std::string sentence(int i, int n = 6) {
+  std::string s;
+  for (int k = 0; k < n; ++k) s += std::string(k ? " " : "") + kWords[(i * 7 + k * 3 + k * k) % 20];
+  return s;
+}
+
+// One tiny SentencePiece model for the whole test binary.
+inline const SpmTokenizer& tokenizer() {
+  static TempDir dir("corrector-spm");
+  static SpmTokenizer tok = [] {
+    {
+      std::ofstream out(dir.p / "corpus.txt");
+      for (int i = 0; i < 400; ++i) out << sentence(i, 8) << "\n";
+    }
+    SpmTokenizer::train((dir.p / "corpus.txt").string(), 40, (dir.p / "spm").string());
+    return SpmTokenizer((dir.p / "spm.model").string());
+  }();
+  return tok;
+}
+
+inline T5Config tiny_t5() {
+  T5Config c;
+  c.vocab_size = 40;
+  c.d_model = 32;
+  c.d_kv = 8;
+  c.d_ff = 64;
+  c.num_layers = 1;
+  c.num_decoder_layers = 1;
+  c.num_heads = 4;
+  c.relative_attention_num_buckets = 8;
+  c.relative_attention_max_distance = 16;
+  c.dropout_rate = 0.0;
+  return c;
+}
+
+inline Corrector tiny_corrector(uint64_t seed = 3) {
+  torch::manual_seed(seed);
+  CorrectorConfig c;
+  c.dim = kDim;
+  c.repeat = kRepeat;
+  c.t5 = tiny_t5();
+  Corrector m(c);
+  // A LayerNorm that is not the identity affine map, so the test sees that it is applied.
+  torch::NoGradGuard ng;
+  m->layernorm->weight.uniform_(0.5, 1.5);
+  m->layernorm->bias.uniform_(-0.2, 0.2);
+  m->eval();
+  return m;
+}
+
+// A deterministic clean embedder: hashed word counts, L2-normalised (the zero vector for no words).
+class HashEmbedder final : public Embedder {
+ public:
+  int64_t dim() const override { return kDim; }
+  std::string id() const override { return "hash-16"; }
+  at::Tensor embed(const std::vector<std::string>& texts) const override {
+    auto out = torch::zeros({int64_t(texts.size()), kDim});
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::istringstream in(texts[i]);
+      std::string w;
+      while (in >> w) {
+        const size_t h = std::hash<std::string>{}(w);
+        out[i][int64_t(h % kDim)] += (h >> 20) % 2 ? 1.0 : -1.0;
+        out[i][int64_t((h >> 8) % kDim)] += 0.5;
+      }
+      auto n = out[i].norm();
+      if (n.item<float>() > 0) out[i] /= n;
+    }
+    return out;
+  }
+};
+
+inline std::shared_ptr<NoisyEmbedder> noisy_embedder(double sigma = 0.05, uint64_t seed = 11) {
+  return std::make_shared<NoisyEmbedder>(std::make_shared<HashEmbedder>(), sigma, seed);
+}
+
+inline at::Tensor hyp_ids(const std::vector<std::string>& texts, int64_t max_len = 16) {
+  return tokenizer().encode_batch(texts, max_len).input_ids;
+}
+
+
+}  // namespace daei::corrector_test
