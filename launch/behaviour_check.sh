@@ -63,8 +63,8 @@ PY
 run "$1" "$W/old"
 run "$2" "$W/new"
 status=0
-diff "$W/old/results.norm.json" "$W/new/results.norm.json" && echo "results.json: identical" || status=1
-diff "$W/old/files.txt" "$W/new/files.txt" && echo "files written: identical ($(wc -l <"$W/old/files.txt"))" || status=1
+if diff "$W/old/results.norm.json" "$W/new/results.norm.json"; then echo "results.json: identical"; else status=1; fi
+if diff "$W/old/files.txt" "$W/new/files.txt"; then echo "files written: identical ($(wc -l <"$W/old/files.txt"))"; else status=1; fi
 while read -r f; do
   case $f in *.safetensors|*/samples.md) ;; *) continue ;; esac  # the other .md tables head with command, revision
   cmp -s "$W/old/toy/$f" "$W/new/toy/$f" || { echo "differs: $f"; status=1; }

@@ -20,6 +20,6 @@ first_steps "$2" qs-new
 status=0
 for f in corpus/train.jsonl corpus/val.jsonl corpus/test.jsonl stage1/final/dae/model.safetensors stage1/final/dae/dae.json \
          $(cd runs/qs-old && find stage2/final noisy-inverter/final -type f | sort); do
-  cmp -s "runs/qs-old/$f" "runs/qs-new/$f" && echo "identical: $f" || { echo "DIFFERS: $f"; status=1; }
+  if cmp -s "runs/qs-old/$f" "runs/qs-new/$f"; then echo "identical: $f"; else echo "DIFFERS: $f"; status=1; fi
 done
 exit $status
