@@ -26,8 +26,15 @@ for split in new["splits"]:
         ref = so["systems"].get(name) if not name.startswith("zsinvert") else zs["splits"][split]["systems"].get(name)
         if ref is None: diffs.append(f"{split}/{name}: no row to compare"); continue
         cmp(ref, row, f"{split}/{name}")
+    # Verdicts by pair: those of the zsinvert rows against qs-zs's, the others against the old run's.
+    key = lambda v: (v["a"], v["b"], v["metric"])
+    for v in sn["verdicts"]:
+        pool = zs["splits"][split]["verdicts"] if v["a"].startswith("zsinvert") else so["verdicts"]
+        ref = [w for w in pool if key(w) == key(v)]
+        if not ref: diffs.append(f"{split}/verdict {key(v)}: no verdict to compare")
+        else: cmp(ref[0], v, f"{split}/verdict {key(v)}")
     for k in sn:
-        if k != "systems": cmp(so.get(k), sn.get(k), f"{split}/{k}")
+        if k not in ("systems", "verdicts"): cmp(so.get(k), sn.get(k), f"{split}/{k}")
 for k in new:
     if k != "splits": cmp(old.get(k), new.get(k), k)
 print(len(diffs), "differences")
