@@ -29,6 +29,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "bench_util.h"
 #include "core/allocator.h"
 #include "dist/communicator.h"
 #include "dist/grad_reducer.h"
@@ -44,29 +45,9 @@
 
 using namespace daei;
 using json = nlohmann::json;
+using namespace daei::bench;
 
 namespace {
-
-std::map<std::string, std::string> g_args;
-int64_t arg(const std::string& k, int64_t def) { return g_args.count(k) ? std::stoll(g_args[k]) : def; }
-std::string sarg(const std::string& k, const std::string& def) { return g_args.count(k) ? g_args[k] : def; }
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-struct Usage {
-  long minflt0;
-  Usage() { minflt0 = get().ru_minflt; }
-  static rusage get() {
-    rusage r{};
-    getrusage(RUSAGE_SELF, &r);
-    return r;
-  }
-  void fill(json& j) const {
-    auto r = get();
-    j["minflt"] = r.ru_minflt - minflt0;
-    j["maxrss_kb"] = r.ru_maxrss;
-  }
-};
 
 // ------------------------------------------------------------------------------------------------ stage 1
 
