@@ -8,14 +8,9 @@ T=$(mktemp -d /tmp/daei-e2e-h5quiet.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$T/r/corpus"
-python3 - "$T/r/corpus/train.jsonl" <<'PY'
-import json, sys
-words = "the cat sat on a mat dog ran in park union state people law war peace".split()
-with open(sys.argv[1], "w") as f:
-    for i in range(3000):
-        f.write(json.dumps({"id": i, "text": " ".join(words[(i * 7 + k * k) % len(words)] for k in range(6)) + f" {i}",
-                            "source": "x"}) + "\n")
-PY
+# shellcheck source=tests/support/word_corpus.sh
+source "$SRC/tests/support/word_corpus.sh"
+write_word_corpus "$T/r/corpus/train.jsonl" 3000 7
 cfg=(--set run.root="$T" --set run.name=r --set "embedder.glove_dir=$SRC/tests/fixtures/glove/mini"
      --set cache.shard_rows=1000 --set cache.chunk_kb=1)
 "$D" cache build --split train "${cfg[@]}" >/dev/null 2>"$T/build.err" || { cat "$T/build.err"; fail "cache build"; }
