@@ -4,6 +4,8 @@
 //   --for 4                stage-3 inverter on DAE₃(y)   → cache/hyp-train, hyp-val            (daei)
 //   --for dae-corrector    stage-2 inverter on DAE₁(y)   → cache/hyp-train-dae, hyp-val-dae    (dae-corrected)
 //   --for noisy-corrector  noisy inverter on y, no DAE  → cache/hyp-train-noisy, hyp-val-noisy (noisy-vec2text)
+//   --for clean-corrector  clean inverter on e, embedded without noise → cache/hyp-train-clean, hyp-val-clean
+//                          (reference.corrector: the corrected clean-to-* references, outside the threat model)
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +16,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/run_layout.h"
+#include "eval/reference.h"
 #include "model/dae.h"
 #include "model/embedder.h"
 #include "stages/data_source.h"
@@ -29,7 +32,8 @@ const CorrectorChain& chain(const HypothesesCommand& cmd) {
   const CorrectorChain* c = find_corrector_chain(cmd.for_stage);
   if (!c)
     throw UsageError(
-        fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, noisy-corrector", cmd.for_stage));
+        fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, noisy-corrector, clean-corrector",
+                    cmd.for_stage));
   return *c;
 }
 
@@ -37,6 +41,7 @@ const CorrectorChain& chain(const HypothesesCommand& cmd) {
 
 void validate_command(Context& ctx, const HypothesesCommand& cmd) {
   const auto& c = chain(cmd);
+  if (c.reference) require_clean_corrector_reference(ctx.config, ctx.run_dir);
   for (const auto& need : {c.inverter_stage, c.dae_stage})
     DAEI_CHECK(need.empty() || RunLayout(ctx.run_dir).stage_complete(need),
                "hypotheses --for {}: {} is missing or incomplete (train it first)", c.stage,
@@ -53,12 +58,19 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
   const RunLayout layout(ctx.run_dir);
   if (!c.dae_stage.empty()) dae = load_dae(layout.final_dae(c.dae_stage), &sigma0);
   auto inv = InverterImpl::load(layout.final_inverter(c.inverter_stage));
-  auto emb = make_run_embedder(ctx.config, layout.sigma_estimate());
+  // The clean reference decodes the clean rows e and embeds its hypotheses without noise; the attack's chains decode
+  // y (or DAE(y)) and query the release.
+  auto emb = c.reference ? clean_hypothesis_embedder(ctx.config) : make_run_embedder(ctx.config, layout.sigma_estimate());
   std::vector<std::pair<std::string, std::string>> builds{{"train", c.hyp_split}};
-  if (layout.cache_complete("val")) builds.emplace_back("val", c.hyp_val_split());
+  if (c.reference ? layout.clean_cache_complete("val") : layout.cache_complete("val"))
+    builds.emplace_back("val", c.hyp_val_split());
   for (const auto& [source, split] : builds) {
     auto opt = HypothesisCacheOptions::from_config(ctx.config, ctx.run_dir, source, split);
     opt.dae_sigma = sigma0;
+    if (c.reference) {
+      opt.input_rows = clean_rows_reader(ctx.config, ctx.run_dir, source);
+      opt.input_tag = "clean";
+    }
     auto r = build_hypothesis_cache(opt, *inv, dae ? dae.get() : nullptr, *tok, *emb, *ctx.comm);
     if (ctx.comm->is_root() && !r.already_complete)
       LOG_INFO("[hyps] {}: {} hypotheses of {} by the {} inverter{} in {} shards ({:.0f} s)", split, r.rows, source,

@@ -97,7 +97,9 @@ std::vector<Step> plan(const Context& ctx) {
   {
     // The three correctors of the paper's corrected rows, each after its hypotheses: daei (stages 1–4),
     // dae-corrected (stages 1 + 2 + 4) and noisy-vec2text (noisy inverter + vanilla corrector, no DAE).
+    // With reference.corrector, a fourth: the clean reference's corrector (clean-to-*-corrected rows).
     for (const auto& ch : corrector_chains()) {
+      if (ch.reference && !(reference && c.flag("reference.corrector"))) continue;
       const std::string train = layout.cache(ch.hyp_split), val = layout.cache(ch.hyp_val_split());
       const std::string hyp_split = ch.hyp_split, hyp_val = ch.hyp_val_split();
       const std::string from = ch.inverter_stage + "/final" + (ch.dae_stage.empty() ? " (no DAE)" : ", " + ch.dae_stage +

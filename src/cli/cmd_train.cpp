@@ -106,15 +106,19 @@ int train_stage3(Context& ctx, const TrainCommand& cmd, const std::string& stage
   return s.run();
 }
 
-// Stage 4 and the two other correctors (dae-corrected, noisy-vec2text): one stage, three chains.
+// Stage 4 and the other correctors (dae-corrected, noisy-vec2text; the clean reference): one stage, four chains.
 int train_corrector(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, const CorrectorChain& chain) {
   const std::string R = ctx.run_dir;
   const RunLayout layout(R);
   CorrectorStageData d;
-  d.train = open_noisy_split(ctx.config, R, "train");
+  // The clean reference's targets are the clean rows e (eval/reference.h); the attack's are y.
+  auto rows = [&](const std::string& split) {
+    return chain.reference ? clean_rows_as_dataset(ctx.config, R, split) : open_noisy_split(ctx.config, R, split);
+  };
+  d.train = rows("train");
   d.hyps = NoisyCache::open(layout.cache(chain.hyp_split));
   if (layout.cache_complete(chain.hyp_val_split())) {
-    d.val = open_noisy_split(ctx.config, R, "val");
+    d.val = rows("val");
     d.hyps_val = NoisyCache::open(layout.cache(chain.hyp_val_split()));
   }
   d.dae_dir = chain.dae_stage.empty() ? "" : layout.final_dae(chain.dae_stage);
@@ -209,6 +213,8 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
     throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.config_key, B, W, A));
   const RunLayout layout(ctx.run_dir);
   if (layout.stage_complete(e.folder) && !cmd.force) return;  // nothing to do: no inputs needed
+  if (const CorrectorChain* c = find_corrector_chain(cmd.stage); c && c->reference)
+    require_clean_corrector_reference(ctx.config, ctx.run_dir);
   for (const auto& need : e.needs)
     DAEI_CHECK(layout.stage_complete(need),
                "train --stage {} starts from {}, which is missing or incomplete (train that stage first)", cmd.stage,
@@ -244,6 +250,7 @@ SubcommandSpec spec() {
     {"train"},
     "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, "
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
+    "clean-corrector: the clean reference's corrector (reference.corrector); "
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
     "zsinvert, trained on texts only); --resume continues from the newest checkpoint",
     bind_options<TrainCommand>(add_flags, run_command, validate_command)};

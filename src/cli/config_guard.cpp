@@ -18,16 +18,17 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "lm"};
+                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
 // The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, has the inverters' shape).
 const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "lm"};
-const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy"};
-const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector"};
+                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
+const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy",
+                                              "cache/hyp-train-clean"};
+const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector", "clean-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
                                               "clean-inverter", "stage3", "stage2-continued", "cache/hyp-train",
-                                              "cache/hyp-train-dae", "cache/hyp-train-noisy", "stage4",
-                                              "dae-corrector", "noisy-corrector", "lm"};
+                                              "cache/hyp-train-dae", "cache/hyp-train-noisy", "cache/hyp-train-clean",
+                                              "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
@@ -90,6 +91,7 @@ const std::vector<Rule>& rules() {
       {"inverter.spm_sentences", {"tokenizer"}},
       {"inverter.", kInverters},
       {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
+      {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
       {"reference.", {"clean-inverter"}},
       {"stage3.control", {}},             // whether the control runs, not what any saved work computed
       {"stage3.lambda_max", {"stage3"}},

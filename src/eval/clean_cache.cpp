@@ -19,6 +19,7 @@ std::unique_ptr<CleanCache> CleanCache::open(const std::string& cache_dir, Offli
 CleanCache::~CleanCache() = default;
 int64_t CleanCache::size() const { return impl_->size(); }
 int64_t CleanCache::dim() const { return impl_->dim(); }
+double CleanCache::sigma() const { return impl_->sigma(); }
 at::Tensor CleanCache::clean(const std::vector<int64_t>& idx) const { return impl_->noisy(idx); }
 at::Tensor CleanCache::all_clean() const { return impl_->all_noisy(); }
 std::vector<std::string> CleanCache::texts(const std::vector<int64_t>& idx) const { return impl_->texts(idx); }

@@ -24,6 +24,7 @@ class CleanCache {
   ~CleanCache();
   int64_t size() const;
   int64_t dim() const;
+  double sigma() const;  // the release σ of the split's noisy rows
   at::Tensor clean(const std::vector<int64_t>& idx) const;  // float32 [n, d]
   at::Tensor all_clean() const;
   std::vector<std::string> texts(const std::vector<int64_t>& idx) const;

@@ -224,6 +224,9 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                                                                  {"clean-to-clean", "daei"},
                                                                  {"clean-to-clean", "noisy-vec2text"},
                                                                  {"clean-to-clean", "dae-only"},
+                                                                 {"clean-to-clean-corrected", "clean-to-clean"},
+                                                                 {"clean-to-noisy-corrected", "clean-to-noisy"},
+                                                                 {"clean-to-clean-corrected", "daei"},
                                                                  {"zsinvert-dae", "zsinvert"}};
     js["verdicts"] = json::array();
     std::string vmd;

@@ -4,6 +4,7 @@
 // split's texts; neighbouring systems get paired-bootstrap verdicts. Systems (those whose final/ exists):
 //   clean-to-clean, clean-to-noisy   the clean-trained inverter on clean / noisy inputs (references, outside the
 //                                    threat model)
+//   clean-to-*-corrected             the same with the clean corrector (reference.corrector; references)
 //   noisy-inverter                   inverter trained and run on y
 //   dae-only                         stage-2 inverter on DAE₁(y)
 //   joint-no-corrector               stage-3 inverter on DAE₃(y)

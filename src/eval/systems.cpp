@@ -70,8 +70,11 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   std::shared_ptr<NoisyEmbedder> embedder;
   for (const auto& chain : corrector_chains()) {
     if (!layout.stage_complete(chain.folder)) continue;
-    auto inv = chain.inverter_stage == "stage3" ? c.stage3_inv : chain.inverter_stage == "stage2" ? c.stage2_inv
-                                                                                                  : c.noisy_inv;
+    if (chain.reference && !cfg.flag("reference.corrector")) continue;
+    auto inv = chain.reference                    ? c.clean_inv
+               : chain.inverter_stage == "stage3" ? c.stage3_inv
+               : chain.inverter_stage == "stage2" ? c.stage2_inv
+                                                  : c.noisy_inv;
     auto dae = chain.dae_stage == "stage3" ? c.dae3 : chain.dae_stage == "stage1" ? c.dae1 : nullptr;
     if (!inv || (!chain.dae_stage.empty() && !dae)) continue;
     if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
@@ -85,11 +88,12 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     co.gen_batch = c.batch_size;
     co.queries_per_candidate = cfg.integer("correct.queries_per_candidate");
     const bool per_round = cfg.flag("eval.per_round");
-    const std::string round0 = round0_system(chain);
     EvalContext opts = c;  // a copy for the closure (shares the models)
-    auto make = [=](const std::string& system, QueryFn query) {
+    // clean_target: the corrected clean-to-clean reference corrects toward the clean embedding e, not y.
+    auto make = [=](const std::string& system, const std::string& round0, bool clean_target, QueryFn query) {
       return [=](const EvalSplit& sp) {
-        const at::Tensor target_in = dae ? denoise(*dae, sp.noisy, opts.dae_sigma(sp)) : sp.noisy;
+        const at::Tensor& target = clean_target ? sp.clean : sp.noisy;
+        const at::Tensor target_in = dae ? denoise(*dae, target, opts.dae_sigma(sp)) : target;
         auto it = opts.decoded->find(round0 + "/" + sp.name);
         std::vector<std::string> initial =
             it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, system + " x̂₀");
@@ -99,7 +103,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
         DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
         CorrectionOptions run_opt = co;
         if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
-        auto r = run_correction(sp.noisy, initial, ids, query, den, *corrector, *opts.tok, run_opt);
+        auto r = run_correction(target, initial, ids, query, den, *corrector, *opts.tok, run_opt);
         const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
         SystemRun run;
         run.texts = r.round_best_text.at(t);
@@ -114,14 +118,24 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
         return run;
       };
     };
-    c.corrected[chain.system] = make(chain.system, [embedder](const std::vector<std::string>& t,
-                                                              const std::vector<std::string>& k) {
+    QueryFn release = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
       return embedder->embed(t, k);
-    });
+    };
+    if (chain.reference) {
+      // The clean references with the clean corrector (reference.corrector): clean-to-clean corrects toward e with
+      // clean hypothesis embeddings; clean-to-noisy applies the same models to the release, querying it as an
+      // attacker would.
+      c.corrected["clean-to-clean-corrected"] =
+          make("clean-to-clean-corrected", "clean-to-clean", true, clean_hypothesis_query(c.clean_embedder));
+      c.corrected["clean-to-noisy-corrected"] = make("clean-to-noisy-corrected", "clean-to-noisy", false, release);
+      continue;
+    }
+    c.corrected[chain.system] = make(chain.system, round0_system(chain), false, release);
     // A reference outside the threat model (issue 21 item 5): the daei corrector scoring and correcting with CLEAN
     // embeddings of its hypotheses, as DAEI's public stage-4 code appears to (no noise level reaches its embedder).
     if (chain.system == "daei" && cfg.flag("eval.clean_hypotheses_reference"))
-      c.corrected["daei-clean-hyp"] = make("daei-clean-hyp", clean_hypothesis_query(c.clean_embedder));
+      c.corrected["daei-clean-hyp"] = make("daei-clean-hyp", "joint-no-corrector", false,
+                                           clean_hypothesis_query(c.clean_embedder));
   }
   // ZSInvert (issue 23): the lm stage's generator proposes, the black box's cosine ranks; no inverter. The plain row
   // scores cos(f̃(x), y); our variant, zsinvert-dae, cos(DAE₁(f̃(x)), DAE₁(y)) with the stage-1 DAE.
@@ -200,22 +214,24 @@ std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vect
 std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
   std::vector<SystemSpec> s;
   const EvalContext* c = &ctx;
-  if (ctx.clean_inv) {
-    s.push_back({"clean-to-clean", true, [c](const EvalSplit& sp) {
-                   return texts_run(decode_texts(*c, *c->clean_inv, sp.clean, "clean-to-clean"));
-                 }});
-    s.push_back({"clean-to-noisy", true, [c](const EvalSplit& sp) {
-                   return texts_run(decode_texts(*c, *c->clean_inv, sp.noisy, "clean-to-noisy"));
-                 }});
-  }
   // Each inverter-only row memoises its texts: its corrected row starts from them instead of decoding again.
   auto memo = [c](const std::string& name, const EvalSplit& sp, std::vector<std::string> t) {
     (*c->decoded)[name + "/" + sp.name] = t;
     return texts_run(std::move(t));
   };
-  auto corrected = [&](const std::string& name) {
-    if (auto it = ctx.corrected.find(name); it != ctx.corrected.end()) s.push_back({name, false, it->second});
+  auto corrected = [&](const std::string& name, bool reference = false) {
+    if (auto it = ctx.corrected.find(name); it != ctx.corrected.end()) s.push_back({name, reference, it->second});
   };
+  if (ctx.clean_inv) {
+    s.push_back({"clean-to-clean", true, [c, memo](const EvalSplit& sp) {
+                   return memo("clean-to-clean", sp, decode_texts(*c, *c->clean_inv, sp.clean, "clean-to-clean"));
+                 }});
+    corrected("clean-to-clean-corrected", true);
+    s.push_back({"clean-to-noisy", true, [c, memo](const EvalSplit& sp) {
+                   return memo("clean-to-noisy", sp, decode_texts(*c, *c->clean_inv, sp.noisy, "clean-to-noisy"));
+                 }});
+    corrected("clean-to-noisy-corrected", true);
+  }
   if (ctx.noisy_inv)
     s.push_back({"noisy-inverter", false, [c, memo](const EvalSplit& sp) {
                    return memo("noisy-inverter", sp, decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"));
@@ -239,8 +255,7 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                                             "joint-no-corrector"));
                  }});
   corrected("daei");
-  if (auto it = ctx.corrected.find("daei-clean-hyp"); it != ctx.corrected.end())
-    s.push_back({"daei-clean-hyp", true, it->second});  // reference: clean hypothesis embeddings
+  corrected("daei-clean-hyp", true);  // reference: clean hypothesis embeddings
   for (const std::string name : {"zsinvert", "zsinvert-dae"})
     if (auto it = ctx.zsinvert.find(name); it != ctx.zsinvert.end()) s.push_back({name, false, it->second});
   return s;

@@ -67,6 +67,7 @@ std::string source_digest(const HypothesisCacheOptions& opt, const torch::nn::Mo
   h.update(read_file(opt.train_cache_dir + "/manifest.json"));
   h.update(fmt::format("\nsigma={:.17g} round={} max_length={}\n", opt.dae_sigma, opt.round, opt.max_length));
   if (opt.queries_per_text != 1) h.update(fmt::format("queries_per_text={}\n", opt.queries_per_text));
+  if (!opt.input_tag.empty()) h.update("input=" + opt.input_tag + "\n");
   hash_module(h, inverter);
   if (dae)
     hash_module(h, *dae);
@@ -95,6 +96,7 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
   wo.manifest_extra = {{"hypotheses", {{"train_cache", opt.train_cache_dir}, {"dae_sigma", opt.dae_sigma},
                                        {"round", opt.round}, {"max_length", opt.max_length}, {"decoding", "greedy"},
                                        {"noise_key", "hyp/r<round>/<id>/<hypothesis text>"}}}};
+  if (!opt.input_tag.empty()) wo.manifest_extra["hypotheses"]["input"] = opt.input_tag;
   wo.other_build = [](const std::string& file, const std::string& dir) {
     return fmt::format("{} holds hypotheses of another build (other training cache, stage-3 models, embedder, sigma, "
                        "dtype or shard size): delete {} to build them again (nothing was overwritten)", file, dir);
@@ -143,7 +145,8 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
       std::vector<std::string> bt;
       {
         torch::NoGradGuard ng;
-        auto y = train->noisy_range(begin + b, begin + e).to(dev);
+        auto y = (opt.input_rows ? opt.input_rows(begin + b, begin + e) : train->noisy_range(begin + b, begin + e))
+                     .to(dev);
         auto den = dae ? dae->forward(y, torch::full({e - b}, opt.dae_sigma, y.options())) : y;
         bt = tok.decode_batch(inverter.generate(den, g).cpu());
       }

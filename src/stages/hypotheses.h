@@ -17,7 +17,9 @@
 // from other models is refused with an explanation instead of being mixed in.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <torch/types.h>
 
 namespace daei {
 
@@ -40,6 +42,10 @@ struct HypothesisCacheOptions {
   int64_t max_rows = 0;         // the first N training rows only (stage 4 needs steps × batch); 0 = all
   std::string dtype = "float16";  // float16 | float32, as the other caches
   int64_t queries_per_text = 1;   // k: a hypothesis' embedding is the mean of k queries (mean_of_queries)
+  // What the inverter decodes rows [begin, end) from; null: the training cache's noisy rows y. The clean corrector's
+  // reference (eval/reference.h) passes the clean rows, tagged "clean" in the source digest and the manifest.
+  std::function<at::Tensor(int64_t, int64_t)> input_rows;
+  std::string input_tag;
   // From config: cache.shard_rows, cache.dtype, hypotheses.batch_size, max_length = inverter.max_length_eval, and
   // max_rows = hypotheses.max_rows for the train split, train.heldout_rows for another (the held-out CE's rows);
   // run_dir/cache/<source_split> → run_dir/cache/<split>.

@@ -22,6 +22,7 @@ const std::vector<CorrectorChain>& corrector_chains() {
       {"4", "stage4", "daei", "stage3", "stage3", "hyp-train"},
       {"dae-corrector", "dae-corrector", "dae-corrected", "stage2", "stage1", "hyp-train-dae"},
       {"noisy-corrector", "noisy-corrector", "noisy-vec2text", "noisy-inverter", "", "hyp-train-noisy"},
+      {"clean-corrector", "clean-corrector", "clean-to-clean-corrected", "clean-inverter", "", "hyp-train-clean", true},
   };
   return c;
 }

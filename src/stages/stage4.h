@@ -11,6 +11,9 @@
 // The same stage trains three correctors with one budget (the stage4.* keys), one for each corrected row of the
 // paper's Table I (CorrectorChain): daei (stage-3 DAE and inverter), dae-corrected (stage-1 DAE, stage-2 inverter:
 // no joint stage) and noisy-vec2text (no DAE anywhere: ẽ = y and ê = f̃(x̂) — the double noise trap of §II-B).
+// A fourth, with reference.corrector, is a reference outside the threat model: the clean corrector of the clean
+// inverter (targets e, hypotheses embedded without noise), behind the corrected clean-to-* rows; its data come from
+// the evaluation library (eval/reference.h), which the attack's stages do not link.
 #pragma once
 #include <memory>
 #include <string>
@@ -29,13 +32,15 @@ class CorrectorImpl;
 
 // One corrected system: which inverter produces its hypotheses, which DAE shields it, where it lives.
 struct CorrectorChain {
-  std::string stage;           // `train --stage` and `hypotheses --for`: "4" | "dae-corrector" | "noisy-corrector"
+  std::string stage;           // `train --stage` and `hypotheses --for`: "4" | "dae-corrector" | "noisy-corrector" |
+                               //   "clean-corrector"
   std::string folder;          // runs/NAME/<folder>: "stage4" | "dae-corrector" | "noisy-corrector"
-  std::string system;          // its row in the results: "daei" | "dae-corrected" | "noisy-vec2text"
+  std::string system;          // its row: "daei" | "dae-corrected" | "noisy-vec2text" | "clean-to-clean-corrected"
   std::string inverter_stage;  // the inverter it corrects (and starts from): "stage3" | "stage2" | "noisy-inverter"
   std::string dae_stage;       // the frozen DAE: "stage3" | "stage1" | "" (none)
   std::string hyp_split;       // its training hypotheses: cache/<hyp_split>; held-out ones in cache/<val split>
-  std::string hyp_val_split() const;  // "hyp-val" | "hyp-val-dae" | "hyp-val-noisy"
+  bool reference = false;      // the clean corrector: clean targets and clean hypothesis embeddings
+  std::string hyp_val_split() const;  // "hyp-val" | "hyp-val-dae" | "hyp-val-noisy" | "hyp-val-clean"
 };
 const std::vector<CorrectorChain>& corrector_chains();
 const CorrectorChain* find_corrector_chain(const std::string& stage);  // by stage, folder or system; null if none

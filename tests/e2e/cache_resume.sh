@@ -87,4 +87,11 @@ cat err.txt
 echo "== clean embeddings of the training split are refused outside the reference mode"
 if "$DAEI" cache build "${COMMON[@]}" --set run.name=ref --split train --clean 2>err.txt; then exit 1; fi
 grep -q "outside the threat model" err.txt || { cat err.txt; exit 1; }
+echo "== the clean corrector (clean targets, clean hypotheses) is refused without reference.corrector"
+for cmd in "train --stage clean-corrector" "hypotheses --for clean-corrector"; do
+  # shellcheck disable=SC2086
+  if "$DAEI" $cmd "${COMMON[@]}" --set run.name=ref --set reference.enabled=true 2>err.txt; then exit 1; fi
+  [[ $(wc -l <err.txt) -eq 1 ]] && grep -q "clean-corrector is a reference outside the threat model.*reference.corrector: true" err.txt ||
+    { echo "$cmd:"; cat err.txt; exit 1; }
+done
 echo "ok"

@@ -30,6 +30,7 @@ for f in eval/results.json eval/results.md eval/samples.md eval/sigma_sweep.json
          stage4/final/corrector/config.json cache/hyp-train/manifest.json stage2/metrics.jsonl \
          dae-corrector/final/corrector/config.json noisy-corrector/final/corrector/config.json \
          cache/hyp-train-dae/manifest.json cache/hyp-train-noisy/manifest.json cache/hyp-val/manifest.json \
+         clean-corrector/final/corrector/config.json cache/hyp-train-clean/manifest.json cache/hyp-val-clean/manifest.json \
          eval/per_round.json eval/per_round.md eval/per_round.png; do
   [[ -s $R/$f ]] || { tail -30 "$T/run1.log"; fail "missing $f"; }
 done
@@ -40,7 +41,7 @@ assert r["embedder"] == "glove-100d" and abs(r["sigma"] - 0.04) < 1e-12, (r["emb
 t = r["splits"]["test"]
 assert t["n"] == 24, t["n"]
 want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
-        "dae-only-continued",
+        "dae-only-continued", "clean-to-clean-corrected", "clean-to-noisy-corrected",
         "joint-no-corrector", "daei", "daei-clean-hyp"}
 assert set(t["systems"]) == want, sorted(t["systems"])
 for name, s in t["systems"].items():
@@ -50,7 +51,7 @@ for name, s in t["systems"].items():
     assert s["reference"] == (name.startswith("clean-to-") or name == "daei-clean-hyp"), name
 assert t["systems"]["daei"]["queries_per_text"] >= 1, t["systems"]["daei"]
 assert t["systems"]["dae-only"]["queries_per_text"] == 0
-for name in ("noisy-vec2text", "dae-corrected", "daei"):
+for name in ("noisy-vec2text", "dae-corrected", "daei", "clean-to-clean-corrected", "clean-to-noisy-corrected"):
     assert t["systems"][name]["queries_per_text"] >= 1, (name, t["systems"][name])
 assert all(0 <= s["repeat4"] <= 1 for s in t["systems"].values())
 pairs = {(v["a"], v["b"], v["metric"]) for v in t["verdicts"]}
@@ -68,9 +69,10 @@ PY
 import json, sys
 p = json.load(open(sys.argv[1]))["splits"]["test"]
 r = json.load(open(sys.argv[2]))["splits"]["test"]["systems"]
-assert set(p) == {"noisy-vec2text", "dae-corrected", "daei", "daei-clean-hyp"}, sorted(p)
 round0 = {"noisy-vec2text": "noisy-inverter", "dae-corrected": "dae-only", "daei": "joint-no-corrector",
-          "daei-clean-hyp": "joint-no-corrector"}
+          "daei-clean-hyp": "joint-no-corrector", "clean-to-clean-corrected": "clean-to-clean",
+          "clean-to-noisy-corrected": "clean-to-noisy"}
+assert set(p) == set(round0), sorted(p)
 for name, block in p.items():
     rounds = block["rounds"]
     assert [x["round"] for x in rounds] == [0, 1, 2], (name, rounds)
@@ -83,7 +85,8 @@ for name, block in p.items():
 print("per-round OK")
 PY
 # Held-out CE beside the training CE in every T5 stage; the correctors were warm-started from their inverters.
-for st in stage2 noisy-inverter clean-inverter stage3 stage2-continued stage4 dae-corrector noisy-corrector; do
+for st in stage2 noisy-inverter clean-inverter stage3 stage2-continued stage4 dae-corrector noisy-corrector \
+          clean-corrector; do
   grep -q '"heldout_ce"' "$R/$st/metrics.jsonl" || fail "$st/metrics.jsonl has no held-out CE"
 done
 # The extra-steps control continued the stage-2 inverter for stage 3's steps.
@@ -91,6 +94,16 @@ grep -q '"step": *3' "$R/stage2-continued/metrics.jsonl" || fail "stage2-continu
 grep -q "\[stage4\] warm start: .* tensors from .*stage3/final/inverter" "$T/run1.log" || fail "stage 4 not warm-started"
 grep -q "\[noisy-corrector\] warm start: .* tensors from .*noisy-inverter/final/inverter" "$T/run1.log" ||
   fail "the vanilla corrector not warm-started from the noisy inverter"
+# The clean reference's corrector (reference.corrector): warm-started from the clean inverter, its hypotheses decoded
+# from the clean rows and embedded without noise (σ 0 in the manifest).
+grep -q "\[clean-corrector\] warm start: .* tensors from .*clean-inverter/final/inverter" "$T/run1.log" ||
+  fail "the clean corrector not warm-started from the clean inverter"
+/usr/bin/python3 - "$R/cache/hyp-train-clean/manifest.json" "$R/cache/hyp-train-noisy/manifest.json" <<'PY' || fail "clean hypotheses"
+import json, sys
+c, n = (json.load(open(f)) for f in sys.argv[1:])
+assert c["hypotheses"]["input"] == "clean" and c["sigma"] == 0, (c["hypotheses"], c["sigma"])
+assert "input" not in n["hypotheses"] and n["sigma"] == 0.04, (n["hypotheses"], n["sigma"])
+PY
 grep -q "| daei |" "$R/eval/results.md" || fail "results.md has no daei row"
 
 # A dry run over the finished run, with a changed harmless key, leaves config.yaml as it was.

@@ -20,7 +20,7 @@ run: {name: toy, root: $T}
 embedder: {kind: glove, sigma: 0.04}
 corpus: {sources: ["$T/corpus.txt"], ood: [], test_size: 40, val_size: 40, min_words: 3}
 cache: {shard_rows: 256, clean_train_reference: true}
-reference: {enabled: true}
+reference: {enabled: true, corrector: true}
 dae: {hidden: 32, depth: 2}
 stage1: {steps: 4, batch_size: 32, warmup_steps: 1, eval_every: 2, eval_rows: 40}
 inverter: {d_model: 32, d_kv: 8, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, repeat_tokens: 4,
