@@ -57,6 +57,10 @@ int run_command(Context& ctx, const CacheBuildCommand& cmd) {
   if (noise_is_remote(ctx.config) && !file_exists(estimate))
     ctx.comm->run_on_root([&] { write_sigma_estimate(ctx.config, estimate); });  // once per run, every split
   auto emb = make_run_embedder(ctx.config, estimate);
+  // Clean rows from the defender's model when the release is remote (refused without reference.embedder) or
+  // reference.embedder names one.
+  if (opt.clean && (noise_is_remote(ctx.config) || !ctx.config.str("reference.embedder.kind").empty()))
+    opt.clean_embedder = make_reference_embedder(ctx.config);
   auto r = build_cache(opt, *emb, *ctx.comm);
   if (ctx.comm->rank() == 0 && !r.already_complete && r.seconds > 0)
     LOG_INFO("[cache] {:.0f} rows/s over {} ranks", r.rows_built / r.seconds, ctx.comm->size());

@@ -17,6 +17,7 @@
 #include "eval/sweep.h"
 #include "eval/systems.h"
 #include "model/dae.h"
+#include "model/embedder.h"
 #include "stages/stage1.h"
 
 namespace daei::cli {
@@ -47,6 +48,8 @@ int run_dae_only(Context& ctx) {
 }  // namespace
 
 void validate_command(Context& ctx, const EvalCommand& cmd) {
+  // Every score and clean row of an evaluation reads the defender's clean model: a remote release needs one named.
+  require_reference_embedder(ctx.config);
   if (cmd.dae_only) {
     DAEI_CHECK(RunLayout(ctx.run_dir).stage_complete("stage1"), "eval --dae-only: no complete DAE at {} (run `daei "
                "train --stage 1` first)", RunLayout(ctx.run_dir).final_dae("stage1"));

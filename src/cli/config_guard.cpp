@@ -18,10 +18,12 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
+                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
+                                          "clean-corrector", "lm"};
 // The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, has the inverters' shape).
 const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
+                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
+                                             "clean-corrector", "lm"};
 const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy",
                                               "cache/hyp-train-clean"};
 const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector", "clean-corrector"};
@@ -92,6 +94,7 @@ const std::vector<Rule>& rules() {
       {"inverter.", kInverters},
       {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
       {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
+      {"reference.embedder", {"cache/*/clean"}},  // the clean rows of the caches (their noisy rows do not read it)
       {"reference.", {"clean-inverter"}},
       {"stage3.control", {}},             // whether the control runs, not what any saved work computed
       {"stage3.lambda_max", {"stage3"}},
@@ -130,6 +133,12 @@ std::vector<std::string> work_depending_on(const std::string& key) {
 }
 
 bool has_saved_work(const std::string& run_dir, const std::string& entry) {
+  if (entry == "cache/*/clean") {  // any split's clean rows
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(run_dir) / "cache", ec))
+      if (non_empty_dir(e.path() / "clean")) return true;
+    return false;
+  }
   const fs::path dir = fs::path(run_dir) / entry;
   if (std::find(kStages.begin(), kStages.end(), entry) != kStages.end()) {
     // A stage folder may hold only a lock file or an archived earlier run (--force); work is a checkpoint or final.

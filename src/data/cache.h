@@ -28,6 +28,7 @@ namespace daei {
 
 class Config;
 class Communicator;
+class Embedder;
 class NoisyEmbedder;
 
 #define DAEI_CACHE_READ_AHEAD 1  // NoisyCache has CacheReadOptions, prefetch() and read_stats()
@@ -41,6 +42,9 @@ struct CacheBuildOptions {
   std::string dtype = "float16";  // float16 | float32
   int64_t chunk_kb = 64;       // HDF5 chunk size: a random row read costs one chunk (see CacheReadOptions)
   bool clean = false;          // also write clean/ (offline evaluation only)
+  // The clean rows' model when it is not the release's own embedder (make_reference_embedder: a remote release, or
+  // reference.embedder set); null: the release's embedder without its noise.
+  std::shared_ptr<const Embedder> clean_embedder;
   bool clean_train_reference = false;  // allow clean embeddings of the training split (clean-to-clean reference)
   double max_rows_per_s = 0;   // per-rank query rate limit (0 = none): be gentle with a remote service
   // Called on rank 0 once the request passed its checks and the split's lock is held, before anything is written

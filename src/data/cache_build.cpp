@@ -45,6 +45,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   CacheWriterOptions wo = cache_writer_options(emb, opt.cache_dir, opt.split, opt.dtype, opt.shard_rows);
   wo.chunk_kb = opt.chunk_kb;
   wo.clean = opt.clean;
+  if (opt.clean && opt.clean_embedder) wo.manifest_extra["clean_embedder"] = opt.clean_embedder->id();
   wo.overlap_writes = true;  // the main thread embeds the next shard and does not touch HDF5 meanwhile
   CacheWriter writer(wo, comm);
   // Rank 0 checks the request, locks the split folder (as the training stages lock theirs: a second build of the
@@ -55,7 +56,8 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
                "clean embeddings of the training split are outside the threat model (the attack sees only noisy "
                "embeddings); they are built only for the clean-to-clean reference: set "
                "cache.clean_train_reference=true to ask for them");
-    DAEI_CHECK(!opt.clean || emb.adds_noise(), "--clean needs a local embedder: {} is a remote noisy release",
+    DAEI_CHECK(!opt.clean || emb.adds_noise() || opt.clean_embedder,
+               "--clean needs a clean model: {} is a remote noisy release (set reference.embedder)",
                emb.id());
     DAEI_CHECK(file_exists(opt.corpus_file), "cannot read corpus file {} (run `daei corpus build` first)",
                opt.corpus_file);
@@ -94,7 +96,12 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       int64_t e = std::min(n, b + opt.batch_size);
       std::vector<std::string> bt(texts.begin() + b, texts.begin() + e), keys;
       for (int64_t i = b; i < e; ++i) keys.push_back(opt.split + "/" + std::to_string(ids[i]));
-      if (opt.clean) {
+      if (opt.clean && opt.clean_embedder) {  // the defender's own model beside the release's answers
+        at::Tensor c = opt.clean_embedder->embed(bt);
+        DAEI_CHECK(c.size(1) == dim, "reference.embedder returned {}-d vectors, the release {}-d", c.size(1), dim);
+        noisy.slice(0, b, e).copy_(emb.embed(bt, keys));
+        clean.slice(0, b, e).copy_(c);
+      } else if (opt.clean) {
         auto [c, y] = emb.embed_with_clean(bt, keys);
         noisy.slice(0, b, e).copy_(y);
         clean.slice(0, b, e).copy_(c);

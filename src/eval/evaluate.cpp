@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -97,9 +98,12 @@ EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std
   auto emb = make_run_embedder(cfg, layout.sigma_estimate());
   std::vector<std::string> keys;
   for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
-  auto [clean, noisy] = emb->embed_with_clean(s.texts, keys);
-  s.clean = clean;
-  s.noisy = noisy;
+  if (emb->adds_noise() && cfg.str("reference.embedder.kind").empty()) {
+    std::tie(s.clean, s.noisy) = emb->embed_with_clean(s.texts, keys);
+  } else {  // a remote release's answers are noisy: the clean rows come from the defender's model
+    s.clean = make_reference_embedder(cfg)->embed(s.texts);
+    s.noisy = emb->embed(s.texts, keys);
+  }
   s.sigma = emb->sigma();
   return s;
 }

@@ -80,7 +80,7 @@ std::function<at::Tensor(int64_t, int64_t)> clean_rows_reader(const Config& cfg,
 }
 
 std::shared_ptr<NoisyEmbedder> clean_hypothesis_embedder(const Config& cfg) {
-  return std::make_shared<NoisyEmbedder>(make_clean_embedder(cfg), 0.0, 0);
+  return std::make_shared<NoisyEmbedder>(make_reference_embedder(cfg), 0.0, 0);
 }
 
 }  // namespace daei

@@ -50,7 +50,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   const std::string tok = layout.tokenizer_for(cfg.str("inverter.tokenizer"));
   DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
   c.tok = std::make_shared<SpmTokenizer>(tok);
-  c.clean_embedder = make_clean_embedder(cfg);
+  c.clean_embedder = make_reference_embedder(cfg);  // the defender's model (a remote release needs one named)
   c.embedder_id = cfg.str("embedder.kind") == "glove" ? "glove-100d" : c.clean_embedder->id();
   c.max_length_eval = cfg.integer("inverter.max_length_eval");
   c.batch_size = cfg.integer("eval.batch_size");

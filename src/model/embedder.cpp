@@ -166,15 +166,18 @@ std::string NoisyEmbedder::id() const {
 }
 
 at::Tensor NoisyEmbedder::clean(const std::vector<std::string>& texts) const {
-  DAEI_CHECK(add_noise_, "clean embeddings are not available: {} is a remote noisy release", inner_->id());
+  DAEI_CHECK(add_noise_, "clean embeddings are not available: {} is a remote noisy release (set reference.embedder)",
+             inner_->id());
   return inner_->embed(texts);
 }
 
 std::pair<at::Tensor, at::Tensor> NoisyEmbedder::embed_with_clean(const std::vector<std::string>& texts,
                                                                    const std::vector<std::string>& keys) const {
   DAEI_CHECK(texts.size() == keys.size(), "{} texts but {} query keys", texts.size(), keys.size());
+  DAEI_CHECK(add_noise_, "clean embeddings are not available: {} is a remote noisy release (set reference.embedder)",
+             inner_->id());
   at::Tensor x = inner_->embed(texts);
-  if (!add_noise_ || sigma_ == 0) return {x, x.clone()};
+  if (sigma_ == 0) return {x, x.clone()};
   at::Tensor y = x.clone();
   const int64_t d = y.size(1);
   std::vector<float> z(d);

@@ -97,6 +97,13 @@ class NoisyEmbedder {
 std::string asset_dir(const Config& cfg);
 // The clean embedder the config names (embedder.kind = glove | http | t5 | bert); embedder_factory.cpp.
 std::shared_ptr<Embedder> make_clean_embedder(const Config& cfg);
+// The defender's clean model, which every clean row and score of an evaluation reads (clean caches, eval --split
+// FILE, the cosine of recovered texts, the clean-to-* references, the DAE table): reference.embedder when it names
+// one (glove | t5 | bert, its keys as embedder.*), else the release's own embedder when the noise is added locally.
+// A remote release (noise_is_remote) without reference.embedder is refused in one line: its answers are noisy, and
+// reading them as clean would score every reference against noise.
+std::shared_ptr<Embedder> make_reference_embedder(const Config& cfg);
+void require_reference_embedder(const Config& cfg);  // the same refusal, without building the model
 // The release interface: make_clean_embedder + embedder.sigma / noise_seed / noise_source.
 std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg);
 

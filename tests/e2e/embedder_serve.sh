@@ -90,6 +90,28 @@ d = json.load(open(f"{R}/stage1/final/dae/dae.json"))
 assert d["sigma0"] == e["sigma_hat"], (d["sigma0"], e["sigma_hat"])
 print(f"sigma_hat {e['sigma_hat']:.5f} in sigma_estimate.json, both manifests and stage 1's DAE (declared 0.5)")
 PY
+
+echo "== a remote release: clean rows and scores need the defender's own model (reference.embedder)"
+for cmd in "cache build --split test --clean" "eval --dae-only" "eval"; do
+  # shellcheck disable=SC2086
+  if "$DAEI" $cmd "${REMOTE[@]}" 2>err.txt; then echo "$cmd: not refused"; exit 1; fi
+  [[ $(grep -c "error" err.txt) -eq 1 ]] &&
+    grep -q "^daei: error: .*adds its noise remotely, so its answers are not clean.*reference.embedder" err.txt ||
+    { echo "$cmd:"; cat err.txt; exit 1; }
+done
+[[ ! -e runs/remote/cache/test/shard-00000.h5 ]] || { echo "the refused build wrote a shard"; exit 1; }
+REMOTE+=(--set reference.embedder.kind=glove)  # the run's clean rows now come from it: every later command names it
+"$DAEI" cache build --split test --clean "${REMOTE[@]}" >cache3.log 2>&1 || { cat cache3.log; exit 1; }
+# The clean rows are GloVe's (unit norm), not the service's noisy answers (|y|² ≈ 1 + d σ² = 1.16).
+h5dump -d /clean -b LE -o clean.bin runs/remote/cache/test/clean/shard-00000.h5 >/dev/null
+python3 - <<'PY'
+import math, struct
+b = open("clean.bin", "rb").read()
+v = struct.unpack(f"<{len(b) // 4}f", b)  # clean rows are float32
+n = [math.sqrt(sum(x * x for x in v[i:i + 100])) for i in range(0, len(v), 100)]
+assert len(n) == 20 and all(abs(x - 1) < 1e-4 for x in n), n
+print(f"20 clean rows from reference.embedder: |e| = {min(n):.5f}..{max(n):.5f}")
+PY
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=""
 rm runs/remote/cache/sigma_estimate.json
 "$DAEI" train --stage 2 "${REMOTE[@]}" 2>err.txt && exit 1
