@@ -417,14 +417,17 @@ json cmd_allreduce() {
   else model = std::make_shared<InverterImpl>(inverter_config());
   auto params = model->parameters();
   int64_t n = 0;
+  std::vector<at::Tensor> fresh;
   for (auto& p : params) {
-    p.mutable_grad() = torch::randn_like(p);
+    fresh.push_back(torch::randn_like(p));
     n += p.numel();
   }
   GradReducer red(*comm, params);
   auto flat = torch::randn({n});
   std::vector<double> t_red, t_raw;
   for (int64_t r = 0; r < reps + 1; ++r) {  // alternating: reducer, raw, reducer, raw, ...
+    // As after a backward pass: every .grad a tensor of its own (the reducer leaves views of its buckets).
+    for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = fresh[i].clone();
     comm->barrier();
     double t0 = now();
     red.reduce();

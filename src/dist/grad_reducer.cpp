@@ -49,15 +49,28 @@ void GradReducer::reduce() {
   std::vector<at::Tensor> grads;
   grads.reserve(params_.size());
   for (const auto& p : params_) grads.push_back(p.grad());
-  reduce(grads);
+  reduce_into(grads, /*as_views=*/true);
   for (size_t i = 0; i < params_.size(); ++i)
-    if (grads[i].defined() && !params_[i].grad().defined()) params_[i].mutable_grad() = grads[i];
+    if (grads[i].defined()) params_[i].mutable_grad() = grads[i];
 }
 
 void GradReducer::reduce(std::vector<at::Tensor>& grads) {
   DAEI_CHECK(grads.size() == params_.size(), "GradReducer: {} gradients for {} parameters", grads.size(),
              params_.size());
   if (comm_.size() == 1) return;
+  // Copied back: a caller may reduce several gradient sets through the same buckets and keep them all.
+  reduce_into(grads, /*as_views=*/false);
+}
+
+namespace {
+// The bucket's memory as a tensor of its own, not an autograd view of the bucket: libtorch's Optimizer::zero_grad
+// detaches gradients in place, which a view refuses. It holds a reference to the bucket, so the memory outlives it.
+at::Tensor bucket_alias(const at::Tensor& flat, const at::Tensor& view) {
+  return torch::from_blob(view.data_ptr(), view.sizes(), view.strides(), [keep = flat](void*) {}, view.options());
+}
+}  // namespace
+
+void GradReducer::reduce_into(std::vector<at::Tensor>& grads, bool as_views) {
   torch::NoGradGuard no_grad;
   // Which parameters have a gradient on any rank (Max over ranks of 0/1 flags).
   auto present = torch::zeros({static_cast<int64_t>(grads.size())}, torch::kFloat32);
@@ -82,6 +95,8 @@ void GradReducer::reduce(std::vector<at::Tensor>& grads) {
     for (size_t k = 0; k < b.params.size(); ++k) {
       const size_t i = b.params[k];
       auto view = flat.narrow(0, b.offsets[k], params_[i].numel());
+      if (grads[i].defined() && grads[i].data_ptr() == view.data_ptr() && grads[i].is_contiguous())
+        continue;  // already in its bucket (a .grad the last reduce() left there, accumulated into in place)
       if (grads[i].defined())
         view.copy_(grads[i].reshape({-1}));
       else
@@ -92,8 +107,12 @@ void GradReducer::reduce(std::vector<at::Tensor>& grads) {
       const size_t i = b.params[k];
       if (any[i] == 0) continue;
       auto view = flat.narrow(0, b.offsets[k], params_[i].numel()).view(params_[i].sizes());
-      if (!grads[i].defined()) grads[i] = torch::zeros_like(params_[i]);
-      grads[i].copy_(view);
+      if (as_views)
+        grads[i] = bucket_alias(flat, view);
+      else if (!grads[i].defined())
+        grads[i] = view.clone();
+      else
+        grads[i].copy_(view);
     }
   }
 }

@@ -35,13 +35,15 @@ class GradReducer {
 
   // Copies rank 0's parameter values to every rank (call once before training).
   void broadcast_parameters(int root = 0);
-  // Averages the parameters' .grad across ranks in place.
+  // Averages the parameters' .grad across ranks. Afterwards each .grad is a view into its bucket (no copy back): valid
+  // until the next reduce, which is what a training step needs (the Trainer drops every .grad before the next one).
   void reduce();
   // Averages `grads` (aligned with the parameters; undefined = no gradient on this rank) across ranks in place.
   void reduce(std::vector<at::Tensor>& grads);
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
+  void reduce_into(std::vector<at::Tensor>& grads, bool as_views);
   Communicator& comm_;
   std::vector<at::Tensor> params_;
   std::vector<Bucket> buckets_;
