@@ -4,9 +4,10 @@
 # stage folders each time. About 5 minutes on 2 cores. Writes runs/scale-memory/memory.json.
 #   bash launch/scale_memory.sh                 (after launch/quickstart.sh and launch/scale_7m.sh)
 #   BUFFER_MB=16 bash launch/scale_memory.sh    (a read buffer that both corpora fill: only the corpus size differs)
+#   DAEI=/path/to/daei TAG=before bash launch/scale_memory.sh   (another binary; runs/scale-memory-16mb-before)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=build/daei
+D=${DAEI:-build/daei}
 CFG=configs/scale-7m.yaml
 MPI=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
 [[ $(id -u) -eq 0 ]] && MPI+=(--allow-run-as-root)
@@ -14,7 +15,7 @@ Q=runs/quickstart
 BIG=${BIG:-runs/scale-7m-s200k}
 S1=${S1_STEPS:-300}
 S2=${S2_STEPS:-60}
-OUT=runs/scale-memory-${BUFFER_MB:-64}mb
+OUT=runs/scale-memory-${BUFFER_MB:-64}mb${TAG:+-$TAG}
 for need in "$Q/cache/train/manifest.json" "$Q/tokenizer/spm.model" "$BIG/cache/train/manifest.json"; do
   [[ -f $need ]] || { echo "scale_memory: $need is missing (run launch/quickstart.sh and launch/scale_7m.sh)"; exit 1; }
 done
@@ -25,7 +26,7 @@ common=(--config "$CFG" --set inverter.tokenizer="$PWD/$Q/tokenizer/spm.model" -
 declare -A RSS
 for side in 192k 7m; do
   src=$Q; [[ $side == 7m ]] && src=$BIG
-  name=scale-memory-$side
+  name=scale-memory-$side${TAG:+-$TAG}
   rm -rf "runs/$name"
   mkdir -p "runs/$name"
   ln -s "$PWD/$src/corpus" "runs/$name/corpus"

@@ -93,6 +93,11 @@ bool looks_like_checksum(const std::string& e) {
 // File access: the 1.10 format (checksummed metadata) and no file locks. A shard is written by one rank under a
 // temporary name and only read after its rename, so locks buy nothing, and on cluster file systems (Lustre, NFS)
 // HDF5's flock fails ("unable to lock file").
+// Every shard of a cache stays open while a stage reads it, and HDF5 keeps a metadata cache per open file (the chunk
+// index of each dataset, read as rows are touched), which by default adapts between 1 and 32 MB a file: with random
+// rows read over many epochs, each file's cache fills towards its bound, a cost that grows with the number of shards.
+// Fixed at kMetadataCacheBytes a file instead (no adaptive resizing): a chunk index entry read again is re-read from
+// the page cache, which costs less than the rows' own reads.
 hid_t file_access() {
   static hid_t fapl = [] {
     hid_t p = H5Pcreate(H5P_FILE_ACCESS);
@@ -100,6 +105,19 @@ hid_t file_access() {
 #if H5_VERSION_GE(1, 10, 7)
     H5Pset_file_locking(p, false, true);
 #endif
+    H5AC_cache_config_t mdc;
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (H5Pget_mdc_config(p, &mdc) >= 0) {
+      mdc.set_initial_size = true;
+      mdc.initial_size = kMetadataCacheBytes;
+      mdc.min_size = kMetadataCacheBytes;
+      mdc.max_size = kMetadataCacheBytes;
+      mdc.incr_mode = H5C_incr__off;
+      mdc.flash_incr_mode = H5C_flash_incr__off;
+      mdc.decr_mode = H5C_decr__off;
+      mdc.min_clean_fraction = 0.3;
+      H5Pset_mdc_config(p, &mdc);
+    }
     return p;
   }();
   return fapl;

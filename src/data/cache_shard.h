@@ -56,6 +56,9 @@ void check_eq(const std::string& path, const char* what, const std::string& got,
 std::string h5_error();  // the HDF5 error stack as one line, then cleared
 bool looks_like_checksum(const std::string& e);
 [[noreturn]] void fail_read(const std::string& path, const std::string& what);
+// The file-access list of every shard read: 1.10 format, no file locks, a metadata cache fixed at
+// kMetadataCacheBytes a file (HDF5's default adapts up to 32 MB a file, so memory grew with the open shards).
+constexpr size_t kMetadataCacheBytes = 256 * 1024;
 hid_t file_access();
 hid_t f16_type();
 void attr_str(hid_t obj, const char* name, const std::string& v);

@@ -11,6 +11,7 @@
 #include "core/fsutil.h"
 #include "core/sha256.h"
 #include "data/cache.h"
+#include "data/cache_shard.h"  // file_access: the reader's HDF5 file-access list
 #include "data/cache_writer.h"
 #include "data/run_layout.h"
 #include "eval/clean_cache.h"
@@ -256,6 +257,30 @@ TEST_F(CacheFixture, BuildReadVerifyRoundTrip) {
   EXPECT_EQ(v.digest.size(), 64u);
   auto again = build_cache(opts("train", 5, "float32"), *emb, comm);
   EXPECT_TRUE(again.already_complete);
+}
+
+// Issue 26 item 12: every shard stays open while a stage reads, and HDF5's per-file metadata cache adapts up to 32 MB
+// by default, so memory grew with the number of shards. The reader's files have it fixed at 256 KB.
+TEST_F(CacheFixture, ShardsOpenWithABoundedMetadataCache) {
+  build_cache(opts("train", 5, "float32"), *emb, comm);
+  auto c = NoisyCache::open(dir("train"), {emb->id(), 0.04, 4, ""});
+  std::vector<int64_t> all(23);
+  for (int i = 0; i < 23; ++i) all[i] = 22 - i;
+  c->texts(all);  // touches every chunk index
+  using cache_detail::Hid;
+  std::lock_guard<std::recursive_mutex> g(cache_detail::hdf5_mutex());
+  Hid f(H5Fopen((dir("train") + "/shard-00002.h5").c_str(), H5F_ACC_RDONLY, cache_detail::file_access()), H5Fclose);
+  ASSERT_GE(f.id, 0);
+  H5AC_cache_config_t cfg;
+  cfg.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  ASSERT_GE(H5Fget_mdc_config(f, &cfg), 0);
+  EXPECT_EQ(cfg.max_size, cache_detail::kMetadataCacheBytes);
+  EXPECT_EQ(cfg.initial_size, cache_detail::kMetadataCacheBytes);
+  EXPECT_EQ(cfg.incr_mode, H5C_incr__off);
+  size_t max_size = 0, min_clean = 0, cur = 0;
+  int entries = 0;
+  ASSERT_GE(H5Fget_mdc_size(f, &max_size, &min_clean, &cur, &entries), 0);
+  EXPECT_LE(cur, cache_detail::kMetadataCacheBytes);
 }
 
 TEST_F(CacheFixture, Float16StoresRoundedValues) {
