@@ -80,6 +80,9 @@ std::vector<Step> plan(const Context& ctx) {
                 [dir] { return file_exists(dir); }};
   };
   const bool reference = c.flag("reference.enabled");
+  if (c.flag("reference.corrector") && !reference)
+    throw UsageError("reference.corrector: true needs reference.enabled: true (the clean corrector corrects the clean "
+                     "inverter, a reference outside the threat model)");
   s.push_back(cache("train", reference));
   s.push_back(cache("val", true));
   s.push_back(cache("test", true));

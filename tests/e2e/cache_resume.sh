@@ -94,4 +94,8 @@ for cmd in "train --stage clean-corrector" "hypotheses --for clean-corrector"; d
   [[ $(wc -l <err.txt) -eq 1 ]] && grep -q "clean-corrector is a reference outside the threat model.*reference.corrector: true" err.txt ||
     { echo "$cmd:"; cat err.txt; exit 1; }
 done
+if "$DAEI" pipeline --dry-run "${COMMON[@]}" --set run.name=ref --set reference.corrector=true 2>err.txt >/dev/null; then
+  echo "pipeline planned a clean corrector without reference.enabled"; exit 1
+fi
+grep -q "reference.corrector: true needs reference.enabled: true" err.txt || { cat err.txt; exit 1; }
 echo "ok"
