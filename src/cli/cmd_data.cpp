@@ -59,7 +59,7 @@ int run_command(Context& ctx, const CacheBuildCommand& cmd) {
   auto emb = make_run_embedder(ctx.config, estimate);
   // Clean rows from the defender's model when the release is remote (refused without reference.embedder) or
   // reference.embedder names one.
-  if (opt.clean && (noise_is_remote(ctx.config) || !ctx.config.str("reference.embedder.kind").empty()))
+  if (opt.clean && clean_rows_from_reference_model(ctx.config))
     opt.clean_embedder = make_reference_embedder(ctx.config);
   auto r = build_cache(opt, *emb, *ctx.comm);
   if (ctx.comm->rank() == 0 && !r.already_complete && r.seconds > 0)

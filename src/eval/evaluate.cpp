@@ -98,11 +98,11 @@ EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std
   auto emb = make_run_embedder(cfg, layout.sigma_estimate());
   std::vector<std::string> keys;
   for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
-  if (emb->adds_noise() && cfg.str("reference.embedder.kind").empty()) {
-    std::tie(s.clean, s.noisy) = emb->embed_with_clean(s.texts, keys);
-  } else {  // a remote release's answers are noisy: the clean rows come from the defender's model
+  if (clean_rows_from_reference_model(cfg)) {  // e.g. a remote release, whose answers are noisy
     s.clean = make_reference_embedder(cfg)->embed(s.texts);
     s.noisy = emb->embed(s.texts, keys);
+  } else {
+    std::tie(s.clean, s.noisy) = emb->embed_with_clean(s.texts, keys);
   }
   s.sigma = emb->sigma();
   return s;

@@ -10,6 +10,13 @@
 
 namespace daei {
 
+namespace {
+std::shared_ptr<CleanCache> open_clean_split(const std::string& run_dir, const std::string& split) {
+  return std::shared_ptr<CleanCache>(
+      CleanCache::open(RunLayout(run_dir).cache(split), CleanCache::OfflineEvalOnly{}));
+}
+}  // namespace
+
 void require_clean_train_reference(const Config& cfg, const std::string& run_dir) {
   DAEI_CHECK(cfg.flag("reference.enabled"),
              "clean-inverter is a reference outside the threat model (it reads clean training embeddings); set "
@@ -27,7 +34,7 @@ InverterTrainData clean_train_data(const Config& cfg, const std::string& run_dir
 
 InverterTrainData clean_split_data(const Config& cfg, const std::string& run_dir, const std::string& split) {
   require_clean_train_reference(cfg, run_dir);
-  std::shared_ptr<CleanCache> clean(CleanCache::open(RunLayout(run_dir).cache(split), CleanCache::OfflineEvalOnly{}));
+  auto clean = open_clean_split(run_dir, split);
   InverterTrainData d;
   d.rows = clean->size();
   d.dim = clean->dim();
@@ -64,14 +71,13 @@ class CleanRowsDataset final : public NoisyDataset {
 std::shared_ptr<const NoisyDataset> clean_rows_as_dataset(const Config& cfg, const std::string& run_dir,
                                                           const std::string& split) {
   require_clean_corrector_reference(cfg, run_dir);
-  return std::make_shared<CleanRowsDataset>(
-      std::shared_ptr<CleanCache>(CleanCache::open(RunLayout(run_dir).cache(split), CleanCache::OfflineEvalOnly{})));
+  return std::make_shared<CleanRowsDataset>(open_clean_split(run_dir, split));
 }
 
 std::function<at::Tensor(int64_t, int64_t)> clean_rows_reader(const Config& cfg, const std::string& run_dir,
                                                               const std::string& split) {
   require_clean_corrector_reference(cfg, run_dir);
-  std::shared_ptr<CleanCache> clean(CleanCache::open(RunLayout(run_dir).cache(split), CleanCache::OfflineEvalOnly{}));
+  auto clean = open_clean_split(run_dir, split);
   return [clean](int64_t begin, int64_t end) {
     std::vector<int64_t> rows(end - begin);
     for (int64_t i = 0; i < end - begin; ++i) rows[i] = begin + i;

@@ -104,6 +104,9 @@ std::shared_ptr<Embedder> make_clean_embedder(const Config& cfg);
 // reading them as clean would score every reference against noise.
 std::shared_ptr<Embedder> make_reference_embedder(const Config& cfg);
 void require_reference_embedder(const Config& cfg);  // the same refusal, without building the model
+// Whether clean rows come from make_reference_embedder rather than from the release's own embedder without its noise
+// (one call that returns both): a remote release, or reference.embedder set.
+bool clean_rows_from_reference_model(const Config& cfg);
 // The release interface: make_clean_embedder + embedder.sigma / noise_seed / noise_source.
 std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg);
 

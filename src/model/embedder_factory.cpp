@@ -36,6 +36,10 @@ void require_reference_embedder(const Config& cfg) {
   DAEI_CHECK(kind != "http", "reference.embedder.kind must be a local model (glove, t5 or bert), got http");
 }
 
+bool clean_rows_from_reference_model(const Config& cfg) {
+  return noise_is_remote(cfg) || !cfg.str("reference.embedder.kind").empty();
+}
+
 std::shared_ptr<Embedder> make_reference_embedder(const Config& cfg) {
   require_reference_embedder(cfg);
   if (cfg.str("reference.embedder.kind").empty()) return make_clean_embedder(cfg);

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include "temp_dir.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -32,17 +33,6 @@ namespace fs = std::filesystem;
 
 
 inline constexpr int64_t kDim = 16, kRepeat = 2;
-
-struct TempDir {
-  fs::path p;
-  explicit TempDir(const std::string& tag) {
-    p = fs::temp_directory_path() / ("daei-" + tag + "-" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  ~TempDir() { fs::remove_all(p); }
-  std::string str() const { return p.string(); }
-};
 
 inline const char* const kWords[] = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away", "from", "home",
                         "red", "blue", "green", "house", "tree", "river", "stone", "light"};

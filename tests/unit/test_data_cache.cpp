@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "../support/temp_dir.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -25,17 +26,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-struct TempDir {
-  fs::path p;
-  explicit TempDir(const std::string& tag) {
-    p = fs::temp_directory_path() / ("daei-" + tag + "-" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  ~TempDir() { fs::remove_all(p); }
-  std::string str() const { return p.string(); }
-};
 
 void write(const fs::path& p, const std::string& s) {
   fs::create_directories(p.parent_path());

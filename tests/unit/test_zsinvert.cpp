@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "../support/temp_dir.h"
 #include "../support/toy_run.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -106,18 +107,8 @@ ZsInvertOptions small_opts(int64_t beam, int64_t k, int64_t steps, bool refine) 
 
 // --- The tiny real generator: a 40-piece SentencePiece model and a T5 with seeded random weights. ----------------
 
-struct TempDir {
-  fs::path p;
-  explicit TempDir(const std::string& tag) {
-    p = fs::temp_directory_path() / ("daei-zs-" + tag + "-" + std::to_string(getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  ~TempDir() { fs::remove_all(p); }
-};
-
 std::shared_ptr<SpmTokenizer> tokenizer() {
-  static TempDir dir("spm");
+  static TempDir dir("zs-spm");
   static std::shared_ptr<SpmTokenizer> tok = [] {
     {
       std::ofstream out(dir.p / "corpus.txt");
