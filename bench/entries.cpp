@@ -111,7 +111,7 @@ json cmd_sure(bool mpi) {
     for (int64_t i = 0; i < o.depth; ++i)
       masks.push_back((torch::rand({batch, 2 * o.hidden}) >= 0.1).to(torch::kFloat32) / 0.9);
     const double t0 = now();
-    opt.zero_grad();
+    if (red) red->prepare_grads(); else opt.zero_grad();  // as the Trainer: backward writes into the buckets
     auto t = sure_variant(variant, dae, y, sigma, z, masks, K);
     t.loss.backward();
     const double t1 = now();
@@ -238,7 +238,7 @@ json cmd_t5_step(bool mpi) {
     auto e = torch::randn({B, c.dim});
     auto labels = random_labels(B, T, c.t5.vocab_size);
     const double t0 = now();
-    opt.zero_grad();
+    if (red) red->prepare_grads(); else opt.zero_grad();
     auto l = m->loss(e, labels);
     (l.sum / static_cast<double>(l.count)).backward();
     const double t1 = now();
@@ -424,10 +424,17 @@ json cmd_allreduce() {
   }
   GradReducer red(*comm, params);
   auto flat = torch::randn({n});
-  std::vector<double> t_red, t_raw;
-  for (int64_t r = 0; r < reps + 1; ++r) {  // alternating: reducer, raw, reducer, raw, ...
-    // As after a backward pass: every .grad a tensor of its own (the reducer leaves views of its buckets).
-    for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = fresh[i].clone();
+  // "times": as in the Trainer, prepare_grads() then a backward pass that accumulates into the buckets (untimed: it
+  // is the backward's work), then reduce(). "copy_times": gradients as fresh tensors of their own (a backward
+  // without prepare_grads()), which reduce() first copies into the buckets.
+  std::vector<double> t_red, t_raw, t_copy;
+  for (int64_t r = 0; r < reps + 1; ++r) {  // alternating: reducer, raw, reducer with copies, ...
+    red.prepare_grads();
+    {
+      auto loss = torch::zeros({});
+      for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * fresh[i]).sum();
+      loss.backward();
+    }
     comm->barrier();
     double t0 = now();
     red.reduce();
@@ -436,10 +443,16 @@ json cmd_allreduce() {
     double t2 = now();
     MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double t3 = now();
-    if (r > 0) t_red.push_back(t1 - t0), t_raw.push_back(t3 - t2);
+    for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = fresh[i].clone();
+    comm->barrier();
+    double t4 = now();
+    red.reduce();
+    double t5 = now();
+    if (r > 0) t_red.push_back(t1 - t0), t_raw.push_back(t3 - t2), t_copy.push_back(t5 - t4);
   }
   return json{{"which", which}, {"numel", n}, {"bytes", n * 4}, {"buckets", red.buckets().size()},
-              {"times", t_red}, {"raw_times", t_raw}, {"world", comm->size()}, {"rank", comm->rank()}};
+              {"times", t_red}, {"raw_times", t_raw}, {"copy_times", t_copy}, {"world", comm->size()},
+              {"rank", comm->rank()}};
 }
 
 json cmd_matmul() {

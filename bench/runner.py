@@ -314,7 +314,7 @@ def main():
             add(entry("allreduce_" + which, gb / t, gb / r, r / t, 0.8,
                       "GB/s (GradReducer::reduce vs raw MPI_Allreduce of the same bytes)",
                       dict(bytes=j["bytes"], buckets=j["buckets"], **sz), 1, "2 ranks, %d alternations" % len(j["times"]),
-                      spread(j["times"]), spread(j["raw_times"]), extra=dict(reduce_s=t, raw_s=r)))
+                      spread(j["times"]), spread(j["raw_times"]), extra=dict(reduce_s=t, raw_s=r, reduce_with_copy_in_s=med(j["copy_times"]))))
     guarded("allreduce", e5)
 
     # 8. a stage-3 step through the Trainer split into its phases, at 1 and 2 ranks (same per-rank batch)

@@ -44,14 +44,56 @@ void GradReducer::broadcast_parameters(int root) {
   }
 }
 
+namespace {
+// The bucket's memory as a tensor of its own, not an autograd view of the bucket: libtorch's Optimizer::zero_grad
+// detaches gradients in place, which a view refuses. It holds a reference to the bucket, so the memory outlives it.
+at::Tensor bucket_alias(const at::Tensor& flat, const at::Tensor& view) {
+  return torch::from_blob(view.data_ptr(), view.sizes(), view.strides(), [keep = flat](void*) {}, view.options());
+}
+}  // namespace
+
+void GradReducer::ensure_bucket(size_t bi, const at::Device& device) {
+  if (flat_.size() != buckets_.size()) flat_.resize(buckets_.size());
+  auto& flat = flat_[bi];
+  if (!flat.defined() || flat.device() != device)
+    flat = torch::empty({buckets_[bi].numel}, torch::TensorOptions().dtype(buckets_[bi].dtype).device(device));
+}
+
+void GradReducer::prepare_grads() {
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();
+  grads_in_buckets_ = false;
+  if (comm_.size() == 1 || params_.empty()) return;
+  if (!arrived_) {
+    arrived_ = std::make_shared<std::vector<char>>(params_.size(), 0);
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].requires_grad())
+        params_[i].register_hook([flags = arrived_, i](const at::Tensor&) { (*flags)[i] = 1; });
+  }
+  std::fill(arrived_->begin(), arrived_->end(), 0);
+  torch::NoGradGuard no_grad;
+  const auto device = params_.front().device();
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    ensure_bucket(bi, device);
+    flat_[bi].zero_();
+    const Bucket& b = buckets_[bi];
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      auto& p = params_[b.params[k]];
+      if (!p.requires_grad()) continue;
+      p.mutable_grad() = bucket_alias(flat_[bi], flat_[bi].narrow(0, b.offsets[k], p.numel()).view(p.sizes()));
+    }
+  }
+  grads_in_buckets_ = true;
+}
+
 void GradReducer::reduce() {
   if (comm_.size() == 1) return;
   std::vector<at::Tensor> grads;
   grads.reserve(params_.size());
-  for (const auto& p : params_) grads.push_back(p.grad());
+  for (size_t i = 0; i < params_.size(); ++i)  // a prepared zero that received nothing is "no gradient"
+    grads.push_back(grads_in_buckets_ && !(*arrived_)[i] ? at::Tensor() : params_[i].grad());
   reduce_into(grads, /*as_views=*/true);
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (grads[i].defined()) params_[i].mutable_grad() = grads[i];
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].mutable_grad() = grads[i];
+  grads_in_buckets_ = false;
 }
 
 void GradReducer::reduce(std::vector<at::Tensor>& grads) {
@@ -61,14 +103,6 @@ void GradReducer::reduce(std::vector<at::Tensor>& grads) {
   // Copied back: a caller may reduce several gradient sets through the same buckets and keep them all.
   reduce_into(grads, /*as_views=*/false);
 }
-
-namespace {
-// The bucket's memory as a tensor of its own, not an autograd view of the bucket: libtorch's Optimizer::zero_grad
-// detaches gradients in place, which a view refuses. It holds a reference to the bucket, so the memory outlives it.
-at::Tensor bucket_alias(const at::Tensor& flat, const at::Tensor& view) {
-  return torch::from_blob(view.data_ptr(), view.sizes(), view.strides(), [keep = flat](void*) {}, view.options());
-}
-}  // namespace
 
 void GradReducer::reduce_into(std::vector<at::Tensor>& grads, bool as_views) {
   torch::NoGradGuard no_grad;
@@ -83,23 +117,21 @@ void GradReducer::reduce_into(std::vector<at::Tensor>& grads, bool as_views) {
   comm_.allreduce(present, ReduceOp::Max);
   present = present.cpu();
   const auto any = present.accessor<float, 1>();
-  if (flat_.size() != buckets_.size()) flat_.resize(buckets_.size());
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     const Bucket& b = buckets_[bi];
     bool used = false;
     for (size_t k : b.params) used = used || any[k] > 0;
     if (!used) continue;  // a frozen bucket: nothing to send
+    ensure_bucket(bi, device);
     auto& flat = flat_[bi];
-    if (!flat.defined() || flat.device() != device)
-      flat = torch::empty({b.numel}, torch::TensorOptions().dtype(b.dtype).device(device));
     for (size_t k = 0; k < b.params.size(); ++k) {
       const size_t i = b.params[k];
       auto view = flat.narrow(0, b.offsets[k], params_[i].numel());
       if (grads[i].defined() && grads[i].data_ptr() == view.data_ptr() && grads[i].is_contiguous())
-        continue;  // already in its bucket (a .grad the last reduce() left there, accumulated into in place)
+        continue;  // already in its bucket (backward accumulated into a prepare_grads() alias)
       if (grads[i].defined())
         view.copy_(grads[i].reshape({-1}));
-      else
+      else if (!grads_in_buckets_)  // prepared buckets start zeroed
         view.zero_();
     }
     comm_.allreduce(flat, ReduceOp::Avg);

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 #include <torch/types.h>
 
@@ -35,8 +36,13 @@ class GradReducer {
 
   // Copies rank 0's parameter values to every rank (call once before training).
   void broadcast_parameters(int root = 0);
+  // Starts a step's backward pass. At one rank it drops every .grad. At N ranks each trainable parameter's .grad
+  // becomes a zeroed alias of its place in the bucket, so backward accumulates straight into the buckets and reduce()
+  // sends them without copying; hooks record which parameters received a gradient, so "no gradient" still differs
+  // from zeros after reduce().
+  void prepare_grads();
   // Averages the parameters' .grad across ranks. Afterwards each .grad is a view into its bucket (no copy back): valid
-  // until the next reduce, which is what a training step needs (the Trainer drops every .grad before the next one).
+  // until the next prepare_grads() or reduce(), which is what a training step needs.
   void reduce();
   // Averages `grads` (aligned with the parameters; undefined = no gradient on this rank) across ranks in place.
   void reduce(std::vector<at::Tensor>& grads);
@@ -47,7 +53,12 @@ class GradReducer {
   Communicator& comm_;
   std::vector<at::Tensor> params_;
   std::vector<Bucket> buckets_;
+  void ensure_bucket(size_t bi, const at::Device& device);
   std::vector<at::Tensor> flat_;  // one buffer a bucket, kept between steps
+  // Set by the gradient hooks after prepare_grads(): which parameters received a gradient this step. Shared with the
+  // hooks, which may outlive the reducer.
+  std::shared_ptr<std::vector<char>> arrived_;
+  bool grads_in_buckets_ = false;
 };
 
 }  // namespace daei

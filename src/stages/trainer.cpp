@@ -177,8 +177,11 @@ std::vector<int64_t> Trainer::local_rows(int64_t step) const {
 void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm,
                          bool& nonfinite) {
   using clock = std::chrono::steady_clock;
-  for (auto& p : params_) p.mutable_grad() = at::Tensor();  // "no gradient" stays distinguishable from zeros
   const size_t S = grad_sets_.size();
+  // "No gradient" stays distinguishable from zeros. One gradient set at N ranks: backward writes into the reducer's
+  // buckets (no copy before the all-reduce); several sets are moved out after each backward, so they start empty.
+  if (S == 1) reducer_->prepare_grads();
+  else for (auto& p : params_) p.mutable_grad() = at::Tensor();
   const size_t P = params_.size();
   GradSets sets(S > 1 ? S : 0, std::vector<at::Tensor>(P));
   std::vector<double> counts(S, 0.0);

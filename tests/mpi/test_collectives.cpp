@@ -156,6 +156,36 @@ TEST(Mpi, GradReducerViewsAcrossSteps) {
   }
 }
 
+// prepare_grads(): backward accumulates into the buckets themselves (the .grad after backward is the alias set
+// before it, so reduce() copies nothing), two micro-batches add up, a gradient on rank 0 only averages with zeros,
+// and a parameter no rank touched (or frozen) ends without a gradient, as after a fresh backward.
+TEST(Mpi, GradReducerPreparedGradsAccumulateInBuckets) {
+  auto& c = *comm();
+  auto a = torch::zeros({4}, torch::requires_grad());
+  auto only0 = torch::zeros({2}, torch::requires_grad());
+  auto untouched = torch::zeros({3}, torch::requires_grad());
+  auto frozen = torch::zeros({2});
+  GradReducer red(c, {a, only0, untouched, frozen});
+  const double W = c.size();
+  for (int step = 1; step <= 3; ++step) {
+    red.prepare_grads();
+    ASSERT_TRUE(a.grad().defined());
+    EXPECT_FALSE(frozen.grad().defined());
+    const void* in_bucket = a.grad().data_ptr();
+    for (int micro = 0; micro < 2; ++micro) {
+      auto loss = a.sum() * double((c.rank() + 1) * step);
+      if (c.rank() == 0) loss = loss + only0.sum() * 6;
+      loss.backward();
+    }
+    if (c.size() > 1) EXPECT_EQ(a.grad().data_ptr(), in_bucket) << "backward replaced the bucket alias";
+    red.reduce();
+    EXPECT_NEAR(a.grad()[3].item<double>(), 2 * step * (W + 1) / 2.0, 1e-6) << "step " << step;
+    EXPECT_NEAR(only0.grad()[1].item<double>(), 12.0 / W, 1e-6) << "step " << step;
+    EXPECT_FALSE(untouched.grad().defined()) << "step " << step;
+    EXPECT_FALSE(frozen.grad().defined());
+  }
+}
+
 // reduce(grads) copies back: two gradient sets reduced through the same buckets both keep their own averages.
 TEST(Mpi, GradReducerSetsKeepTheirValues) {
   auto& c = *comm();
