@@ -90,6 +90,9 @@ std::vector<Step> plan(const Context& ctx) {
   s.push_back(stage("stage 1 (SURE DAE)", "1", "stage1", layout.cache("train") + " (noisy)"));
   s.push_back(stage("stage 2 (inverter on DAE(y))", "2", "stage2", "stage1/final/dae, cache/train (noisy)"));
   s.push_back(stage("baseline noisy-inverter", "noisy-inverter", "noisy-inverter", "cache/train (noisy)"));
+  if (c.flag("stage2.wiener_inverter"))
+    s.push_back(stage("baseline wiener-inverter", "wiener-inverter", "wiener-inverter",
+                      "cache/train (noisy; the noisy-only Wiener filter)"));
   if (reference)
     s.push_back(stage("reference clean-inverter", "clean-inverter", "clean-inverter",
                       "cache/train/clean (offline_eval_only; reference.enabled)"));

@@ -19,6 +19,7 @@
 #include "stages/stage2.h"
 #include "stages/stage3.h"
 #include "stages/stage4.h"
+#include "stages/wiener.h"
 #include "stages/lm.h"
 #include "data/cache.h"
 #include "stages/trainer.h"
@@ -67,6 +68,24 @@ int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
   auto val = heldout_split(ctx);
   return train_inverter(ctx, cmd, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")),
                         val ? std::function<InverterTrainData()>([=] { return noisy_data(val); }) : nullptr);
+}
+
+// The linear reference (issue 22 item 3): an inverter on W(y), W the Wiener filter from the noisy training rows alone
+// (dae.table_wiener_rows of them, at the release's σ), saved beside the stage for eval. Every rank fits the same W.
+int train_wiener_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  at::Tensor mean, cov;
+  row_moments(*train, ctx.config.integer("dae.table_wiener_rows"), mean, cov);
+  const auto filter = wiener_from_noisy(mean, cov, train->sigma());
+  if (ctx.comm->is_root()) {
+    make_dirs(stage_dir);
+    filter.save(RunLayout(ctx.run_dir).wiener_filter(), train->sigma());
+  }
+  LOG_INFO("[wiener-inverter] noisy-only Wiener filter at σ {} from {} rows: mean gain {:.3f}", train->sigma(),
+           train->size(), filter.W.diagonal().mean().item<double>());
+  auto val = heldout_split(ctx);
+  return train_inverter(ctx, cmd, "wiener-inverter", stage_dir, wiener_data(train, filter),
+                        val ? std::function<InverterTrainData()>([=] { return wiener_data(val, filter); }) : nullptr);
 }
 
 int train_clean_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
@@ -161,6 +180,7 @@ const std::map<std::string, StageEntry>& stages() {
         {"stage2-continued", {"stage2-continued", train_stage2_continued, "stage3", {"stage1", "stage2"}}},
         {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
         {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
+        {"wiener-inverter", {"wiener-inverter", train_wiener_inverter, "stage2", {}}},
         {"lm", {"lm", train_lm, "lm", {}}},
     };
     for (const auto& c : corrector_chains()) {
@@ -248,7 +268,7 @@ namespace {
 SubcommandSpec spec() {
   SubcommandSpec s{
     {"train"},
-    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, "
+    "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, wiener-inverter, "
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
     "clean-corrector: the clean reference's corrector (reference.corrector); "
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "

@@ -17,18 +17,18 @@ namespace daei::cli {
 namespace fs = std::filesystem;
 namespace {
 
-const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                          "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
+const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
+                                          "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
                                           "clean-corrector", "lm"};
 // The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, has the inverters' shape).
-const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "stage3",
-                                             "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
+const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
+                                             "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
                                              "clean-corrector", "lm"};
 const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy",
                                               "cache/hyp-train-clean"};
 const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector", "clean-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
-                                              "clean-inverter", "stage3", "stage2-continued", "cache/hyp-train",
+                                              "clean-inverter", "wiener-inverter", "stage3", "stage2-continued", "cache/hyp-train",
                                               "cache/hyp-train-dae", "cache/hyp-train-noisy", "cache/hyp-train-clean",
                                               "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
 
@@ -74,7 +74,7 @@ const std::vector<Rule>& rules() {
       {"cache.read_buffer_mb", {}},         // how the reader buffers, not what it reads
       {"cache.clean_train_reference", {}},  // permits a step; adds a clean cache, changes no existing one
       {"corpus.sort_buffer_mb", {}},
-      {"dae.table_wiener_rows", {}},        // the evaluation's table only
+      {"dae.table_wiener_rows", {"wiener-inverter"}},  // the evaluation's table, and the filter the baseline trains on
       // `eval` writes its results whole from what it evaluated now; nothing it reads depends on these.
       {"eval.", {}},
       {"correct.", {}},
@@ -92,11 +92,12 @@ const std::vector<Rule>& rules() {
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
       {"inverter.", kInverters},
-      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter"}},  // the baselines share stage 2's budget
+      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter"}},  // the baselines share stage 2's budget
       {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
       {"reference.embedder", {"cache/*/clean"}},  // the clean rows of the caches (their noisy rows do not read it)
       {"reference.", {"clean-inverter"}},
-      {"stage3.control", {}},             // whether the control runs, not what any saved work computed
+      {"stage3.control", {}},
+      {"stage2.wiener_inverter", {}},     // whether the linear reference runs, not what any saved work computed             // whether the control runs, not what any saved work computed
       {"stage3.lambda_max", {"stage3"}},
       {"stage3.lambda_warmup_steps", {"stage3"}},
       {"stage3.pcgrad", {"stage3"}},

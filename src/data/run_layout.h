@@ -45,6 +45,8 @@ class RunLayout {
   std::string final_module(const std::string& stage_name, const std::string& module) const;
   std::string final_dae(const std::string& stage_name) const { return final_module(stage_name, "dae"); }
   std::string final_inverter(const std::string& stage_name) const { return final_module(stage_name, "inverter"); }
+  // The noisy-only Wiener filter the wiener-inverter baseline trains and is evaluated on (wiener-inverter/wiener.safetensors).
+  std::string wiener_filter() const { return stage("wiener-inverter") + "/wiener.safetensors"; }
   // final/ written to the end and verified (a truncated final is not complete; a warning says why).
   bool stage_complete(const std::string& name) const;
 

@@ -8,49 +8,12 @@
 
 namespace daei {
 
-at::Tensor LinearEstimator::apply(const at::Tensor& y) const {
-  auto y64 = y.to(torch::kFloat64);
-  return (mean + torch::matmul(y64 - mean, W.t())).to(torch::kFloat32);
-}
-
-void row_moments(const NoisyDataset& data, int64_t max_rows, at::Tensor& mean, at::Tensor& cov) {
-  const int64_t n = max_rows > 0 ? std::min(max_rows, data.size()) : data.size();
-  DAEI_CHECK(n >= 2, "Wiener filter: need at least 2 rows, have {}", n);
-  const int64_t d = data.dim(), chunk = 8192;
-  auto s = torch::zeros({d}, torch::kFloat64), ss = torch::zeros({d, d}, torch::kFloat64);
-  for (int64_t i = 0; i < n; i += chunk) {
-    std::vector<int64_t> idx;
-    for (int64_t j = i; j < std::min(n, i + chunk); ++j) idx.push_back(j);
-    auto y = data.noisy(idx).to(torch::kFloat64);
-    s += y.sum(0);
-    ss += torch::matmul(y.t(), y);
-  }
-  mean = s / static_cast<double>(n);
-  cov = (ss - static_cast<double>(n) * torch::outer(mean, mean)) / static_cast<double>(n - 1);
-}
-
-namespace {
-// W = V diag(λ_z / (λ_z + σ²)) Vᵀ.
-LinearEstimator from_signal_cov(const at::Tensor& mean, const at::Tensor& cov_signal, double sigma) {
-  auto [lam, V] = torch::linalg_eigh(0.5 * (cov_signal + cov_signal.t()));
-  lam = lam.clamp_min(0.0);
-  auto gain = lam / (lam + sigma * sigma);
-  return LinearEstimator{mean, torch::matmul(V * gain.unsqueeze(0), V.t())};
-}
-}  // namespace
-
-LinearEstimator wiener_from_noisy(const at::Tensor& mean_y, const at::Tensor& cov_y, double sigma) {
-  const int64_t d = cov_y.size(0);
-  // C_z = C_y − σ²I, clipped to PSD through its eigenvalues.
-  return from_signal_cov(mean_y, cov_y - sigma * sigma * torch::eye(d, torch::kFloat64), sigma);
-}
-
 LinearEstimator wiener_oracle(const at::Tensor& clean, double sigma) {
   auto x = clean.to(torch::kFloat64);
   auto mean = x.mean(0);
   auto xc = x - mean;
   auto cov = torch::matmul(xc.t(), xc) / static_cast<double>(std::max<int64_t>(1, x.size(0) - 1));
-  return from_signal_cov(mean, cov, sigma);
+  return wiener_from_signal_cov(mean, cov, sigma);
 }
 
 DaeRow dae_row(Dae& dae, double sigma0, const LinearEstimator& wiener_noisy, const LinearEstimator& oracle,

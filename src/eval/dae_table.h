@@ -13,17 +13,11 @@
 
 #include "data/dataset.h"
 #include "model/dae.h"
+#include "stages/wiener.h"
 
 namespace daei {
 
-// x̂ = mean + (y − mean)·Wᵀ (W symmetric).
-struct LinearEstimator {
-  at::Tensor mean, W;  // float64 [d], [d, d]
-  at::Tensor apply(const at::Tensor& y) const;
-};
-// Mean and covariance of a NoisyDataset's rows, accumulated in float64 chunks; max_rows 0 = all.
-void row_moments(const NoisyDataset& data, int64_t max_rows, at::Tensor& mean, at::Tensor& cov);
-LinearEstimator wiener_from_noisy(const at::Tensor& mean_y, const at::Tensor& cov_y, double sigma);
+// The oracle: the same filter from clean rows' covariance (a reference outside the threat model).
 LinearEstimator wiener_oracle(const at::Tensor& clean, double sigma);
 
 struct DaeRow {

@@ -215,6 +215,8 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
     // Inverters alone (round 0), each corrected row against its own round 0, and the paper's corrected rows
     // against each other (noisy-vec2text < dae-corrected < daei).
     const std::vector<std::pair<std::string, std::string>> pairs{{"dae-only", "noisy-inverter"},
+                                                                 {"dae-only", "wiener-inverter"},
+                                                                 {"wiener-inverter", "noisy-inverter"},
                                                                  {"joint-no-corrector", "dae-only"},
                                                                  {"joint-no-corrector", "dae-only-continued"},
                                                                  {"dae-only-continued", "dae-only"},

@@ -57,6 +57,8 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.num_beams = cfg.integer("eval.num_beams");
   c.clean_inv = load_inverter_if(layout, "clean-inverter");
   c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
+  c.wiener_inv = load_inverter_if(layout, "wiener-inverter");
+  if (c.wiener_inv) c.wiener = std::make_shared<const LinearEstimator>(LinearEstimator::load(layout.wiener_filter()));
   c.stage2_inv = load_inverter_if(layout, "stage2");
   c.stage3_inv = load_inverter_if(layout, "stage3");
   c.stage2_continued_inv = load_inverter_if(layout, "stage2-continued");
@@ -237,6 +239,11 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                    return memo("noisy-inverter", sp, decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"));
                  }});
   corrected("noisy-vec2text");
+  if (ctx.wiener_inv)
+    s.push_back({"wiener-inverter", false, [c, memo](const EvalSplit& sp) {
+                   return memo("wiener-inverter", sp,
+                               decode_texts(*c, *c->wiener_inv, c->wiener->apply(sp.noisy), "wiener-inverter"));
+                 }});
   if (ctx.stage2_inv && ctx.dae1)
     s.push_back({"dae-only", false, [c, memo](const EvalSplit& sp) {
                    return memo("dae-only", sp,

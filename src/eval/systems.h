@@ -10,6 +10,7 @@
 #include "model/dae.h"
 #include "model/inverter.h"
 #include "model/tokenizer_spm.h"
+#include "stages/wiener.h"
 
 namespace daei {
 
@@ -36,6 +37,8 @@ struct EvalContext {
   // Models that exist in the run directory (null otherwise).
   std::shared_ptr<Dae> dae1, dae3;
   std::shared_ptr<InverterImpl> clean_inv, noisy_inv, stage2_inv, stage3_inv;
+  std::shared_ptr<InverterImpl> wiener_inv;      // the linear reference's inverter (stage2.wiener_inverter)
+  std::shared_ptr<const LinearEstimator> wiener;  // its filter, fitted on noisy training rows at training time
   std::shared_ptr<InverterImpl> stage2_continued_inv;  // the control for stage 3's extra steps
   // The corrected systems whose corrector is trained, by row name (daei, dae-corrected, noisy-vec2text).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;

@@ -1,5 +1,6 @@
 // Stage 2, paper §III-B: the inverter, and with the same code and budget its baselines (what and why: stage2.h).
 #include "stages/stage2.h"
+#include "stages/wiener.h"
 
 #include <torch/torch.h>
 
@@ -184,6 +185,13 @@ InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const
   };
   d.texts = [train](const std::vector<int64_t>& rows) { return train->texts(rows); };
   d.prefetch = [train](const std::vector<int64_t>& rows) { train->prefetch(rows, true); };
+  return d;
+}
+
+InverterTrainData wiener_data(std::shared_ptr<const NoisyDataset> train, const LinearEstimator& filter) {
+  InverterTrainData d = noisy_data(train);
+  d.input = "wiener";
+  d.embeddings = [train, filter](const std::vector<int64_t>& rows) { return filter.apply(train->noisy(rows)); };
   return d;
 }
 

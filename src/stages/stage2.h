@@ -3,6 +3,7 @@
 // and the same step budget (the stage2.* keys):
 //   dae-only        inputs DAE(y, σ₀) from the frozen stage-1 DAE (runs/NAME/stage2)
 //   noisy-inverter  inputs y, no DAE (runs/NAME/noisy-inverter)
+//   wiener-inverter inputs W(y), the noisy-only Wiener filter (runs/NAME/wiener-inverter; stage2.wiener_inverter)
 //   clean-inverter  inputs clean f(x) — a reference outside the threat model; its data source lives in the
 //                   evaluation library (src/eval), which the attack stages do not link.
 // The DAE is applied on the fly: at quickstart sizes it costs under 1 % of a T5 step (measured, see the note).
@@ -84,5 +85,8 @@ class InverterStage {
 // Stage 2 proper: DAE(y, σ₀) with the stage-1 DAE (frozen) over the noisy training cache.
 InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir);
 InverterTrainData noisy_data(std::shared_ptr<const NoisyDataset> train);
+// The linear reference (issue 22 item 3): inputs W(y), the noisy-only Wiener filter of stages/wiener.h.
+struct LinearEstimator;
+InverterTrainData wiener_data(std::shared_ptr<const NoisyDataset> train, const LinearEstimator& filter);
 
 }  // namespace daei

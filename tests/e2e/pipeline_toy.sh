@@ -31,7 +31,8 @@ for f in eval/results.json eval/results.md eval/samples.md eval/sigma_sweep.json
          dae-corrector/final/corrector/config.json noisy-corrector/final/corrector/config.json \
          cache/hyp-train-dae/manifest.json cache/hyp-train-noisy/manifest.json cache/hyp-val/manifest.json \
          clean-corrector/final/corrector/config.json cache/hyp-train-clean/manifest.json cache/hyp-val-clean/manifest.json \
-         eval/per_round.json eval/per_round.md eval/per_round.png; do
+         eval/per_round.json eval/per_round.md eval/per_round.png \
+         wiener-inverter/wiener.safetensors wiener-inverter/final/inverter/config.json; do
   [[ -s $R/$f ]] || { tail -30 "$T/run1.log"; fail "missing $f"; }
 done
 /usr/bin/python3 - "$R/eval/results.json" "$R/eval/sigma_sweep.json" <<'PY'
@@ -42,7 +43,7 @@ t = r["splits"]["test"]
 assert t["n"] == 24, t["n"]
 want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
         "dae-only-continued", "clean-to-clean-corrected", "clean-to-noisy-corrected",
-        "joint-no-corrector", "daei", "daei-clean-hyp"}
+        "joint-no-corrector", "daei", "daei-clean-hyp", "wiener-inverter"}
 assert set(t["systems"]) == want, sorted(t["systems"])
 for name, s in t["systems"].items():
     for k in ("bleu", "token_f1", "rouge_l", "cos"):
@@ -55,6 +56,8 @@ for name in ("noisy-vec2text", "dae-corrected", "daei", "clean-to-clean-correcte
     assert t["systems"][name]["queries_per_text"] >= 1, (name, t["systems"][name])
 assert all(0 <= s["repeat4"] <= 1 for s in t["systems"].values())
 pairs = {(v["a"], v["b"], v["metric"]) for v in t["verdicts"]}
+assert ("dae-only", "wiener-inverter", "token_f1") in pairs and ("wiener-inverter", "noisy-inverter", "bleu") in pairs
+assert t["systems"]["wiener-inverter"]["queries_per_text"] == 0 and not t["systems"]["wiener-inverter"]["reference"]
 assert ("dae-only", "noisy-inverter", "bleu") in pairs and ("daei", "joint-no-corrector", "token_f1") in pairs, pairs
 assert "mse_dae_stage3" in r["dae"]["test"] and "oracle_fitted_on" in r["dae"]["test"]
 s = json.load(open(sys.argv[2]))
@@ -125,7 +128,7 @@ set +e
 err=$("${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" --set stage2.lr=0.002 --set stage3.steps=4 2>&1)
 rc=$?
 set -e
-[[ $rc == 2 && $err == *"stage2.lr (stage2/, noisy-inverter/, clean-inverter/ hold work)"* && $err == *"stage3.steps (stage3/, stage2-continued/ hold work)"* ]] ||
+[[ $rc == 2 && $err == *"stage2.lr (stage2/, noisy-inverter/, clean-inverter/, wiener-inverter/ hold work)"* && $err == *"stage3.steps (stage3/, stage2-continued/ hold work)"* ]] ||
   { echo "$err" | tail -5; fail "a change of stage2.lr after stage 2 was not refused (exit $rc)"; }
 [[ $(grep -c "would invalidate saved work" <<<"$err") == 1 ]] || fail "the refusal was not printed once"
 cmp -s "$T/config.before" "$R/config.yaml" || fail "a refused resume rewrote config.yaml"

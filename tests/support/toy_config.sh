@@ -25,7 +25,7 @@ dae: {hidden: 32, depth: 2}
 stage1: {steps: 4, batch_size: 32, warmup_steps: 1, eval_every: 2, eval_rows: 40}
 inverter: {d_model: 32, d_kv: 8, d_ff: 64, num_layers: 1, num_decoder_layers: 1, num_heads: 2, repeat_tokens: 4,
            vocab_size: 80, max_length_train: 16, max_length_eval: 12}
-stage2: {steps: 6, batch_size: 16, warmup_steps: 1, eval_every: 3}
+stage2: {steps: 6, batch_size: 16, warmup_steps: 1, eval_every: 3, wiener_inverter: true}
 stage3: {steps: 3, batch_size: 16, warmup_steps: 1, lambda_warmup_steps: 1, eval_every: 3}
 stage4: {steps: 3, batch_size: 16, warmup_steps: 1, eval_every: 3}
 hypotheses: {max_rows: 64, batch_size: 32}
