@@ -11,7 +11,7 @@ D=${DAEI:-build/daei}
 CFG=configs/scale-7m.yaml
 MPI=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
 [[ $(id -u) -eq 0 ]] && MPI+=(--allow-run-as-root)
-Q=runs/quickstart
+Q=${SMALL:-runs/quickstart}  # the 192 k side (SMALL=runs/scale-192k-synth: the 7 M corpus's texts, 192 k of them)
 BIG=${BIG:-runs/scale-7m-s200k}
 S1=${S1_STEPS:-300}
 S2=${S2_STEPS:-60}

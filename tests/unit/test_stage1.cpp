@@ -16,8 +16,11 @@
 #include "eval/dae_table.h"
 #include "stages/data_source.h"
 #include "stages/stage1.h"
+#include "stages/stage2.h"
+#include "stages/wiener.h"
 #include "stages/sure.h"
 #include "stages/trainer.h"
+#include "../support/temp_dir.h"
 
 using namespace daei;
 namespace fs = std::filesystem;
@@ -214,6 +217,30 @@ TEST(DaeTable, WienerFiltersOnGaussianData) {
   EXPECT_LT(r.mse_wiener_noisy_only, 1.02 * r.mse_wiener_oracle);
   EXPECT_GE(r.mse_wiener_noisy_only, 0.98 * r.mse_wiener_oracle);
   EXPECT_NE(format_table({{"test", r}}, sigma).find("oracle"), std::string::npos);
+
+  // The wiener-inverter baseline trains on W(y) from wiener_data and eval re-applies W from the saved file: both
+  // must be the filter fitted here, bit for bit.
+  TempDir dir("wiener");
+  const std::string path = dir.str() + "/wiener.safetensors";
+  wn.save(path, sigma);
+  auto back = LinearEstimator::load(path);
+  EXPECT_TRUE(torch::equal(back.W, wn.W));
+  EXPECT_TRUE(torch::equal(back.mean, wn.mean));
+  EXPECT_EQ(read_safetensors(path).metadata.at("sigma"), "0.29999999999999999");
+  auto data = wiener_data(std::make_shared<InMemoryDataset>(ye, std::vector<std::string>(4000, "t"), sigma), back);
+  EXPECT_EQ(data.input, "wiener");
+  EXPECT_TRUE(torch::equal(data.embeddings({5, 0, 3999}), wn.apply(ye.index({torch::tensor({5, 0, 3999})}))));
+  save_safetensors(path, {{"mean", wn.mean}});
+  EXPECT_THROW(
+      {
+        try {
+          LinearEstimator::load(path);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("not a linear estimator"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST(Trainer, GradientAccumulationMatchesOneBigBatch) {
