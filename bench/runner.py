@@ -138,6 +138,7 @@ def main():
     Q = a.quick
     B = os.path.join(a.build, "bench_entries") if os.path.isabs(a.build) else os.path.join(ROOT, a.build, "bench_entries")
     CT = os.path.join(os.path.dirname(B), "bench_cache_throughput")
+    EL = os.path.join(os.path.dirname(B), "bench_eval_loops")
     only = set(x for x in a.only.split(",") if x)
     want = lambda n: not only or n in only
     rounds = 1 if Q else 3
@@ -396,6 +397,30 @@ def main():
     guarded("sure_variants", e9)
     guarded("peak_rss", e7)
 
+    # 10. eval's loops (issue 24 item 3): the correction at beam 3 and 10 rounds (no early stop) and zsinvert, the
+    # replicate-cpu model sizes with random weights and a bag-of-hashed-words black box (bench/eval_loops.cpp).
+    # value texts/s, reference queries/s, ratio the share of the time outside the black box. Then the batched
+    # candidate embedding: embed_chunk 256 against one text a black-box call.
+    def e10():
+        n_c, n_z = ("8", "2") if Q else ("32", "4")
+        for nm, args in (("eval_correct_beam3_10rounds", ["correct", "--texts", n_c, "--beam", "3", "--rounds", "10"]),
+                         ("eval_zsinvert", ["zsinvert", "--texts", n_z, "--beam", "5", "--top-k", "50", "--steps", "20"])):
+            j = run_json([EL] + args + ["--reps", "1" if Q else "2"])[0]
+            t, q = med(j["times"]), med(j["query_s"])
+            add(entry(nm, j["texts"] / t, j["queries"] / t, (t - q) / t, "report",
+                      "texts/s (reference column: black-box queries/s; ratio: share of the time outside the black box)",
+                      {k: j[k] for k in ("texts", "beam", "vocab", "embed_chunk") if k in j}, 1,
+                      "%d repetitions after a warm-up" % len(j["times"]), spread(j["times"]),
+                      extra=dict(queries_per_text=j["queries"] / j["texts"], seconds=t, query_s=q)))
+        one = lambda chunk: run_json([EL, "correct", "--texts", n_c, "--beam", "3", "--rounds", "3", "--embed-chunk",
+                                      chunk, "--reps", "1"])[0]
+        va, vb, ra, rb = alternate(lambda: one("256"), lambda: one("1"), rounds)
+        add(entry("eval_correct_batched_embedding", med(va), med(vb), med(vb) / med(va), "report",
+                  "s per correction, embed_chunk 256 (reference: 1 text a black-box call; ratio = speed-up)",
+                  dict(texts=int(n_c), beam=3, rounds=3), 1, "%d processes each side" % rounds, spread(va), spread(vb),
+                  extra=dict(query_s=med([med(r["query_s"]) for r in ra]), query_s_ref=med([med(r["query_s"]) for r in rb]))))
+    guarded("eval_loops", e10)
+
     wall = save(final=True)
     print("wrote %s/results%s.{json,md} (%.0f s)" % (a.out, suffix, wall))
     return 0 if all(e["target"] != "error" for e in entries) else 1
@@ -433,7 +458,14 @@ def markdown(meta, entries):
                                                                                  " ".join(meta["load_average_end"])),
          "- wall time: %.0f s; threads: 1 torch thread, OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 in every process" %
          meta["wall_s"],
-         "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians"]
+         "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians",
+         "- references: \"Python reference\" is the project's own re-implementation of the same computation "
+         "(`bench/*_reference.py`, on Debian's python3-torch, the same libtorch 1.13 as daei), not Hugging Face's code "
+         "(`transformers` is not a dependency and is not installed here). \"raw MPI_Allreduce\" is one "
+         "call on the same bytes. Ratios are reference time / daei time (or daei rate / reference rate).",
+         "- allocator: daei's side runs with `DAEI_MALLOC=%s` (glibc mallopt: mmap threshold 32 MB, trim threshold "
+         "1 GB, top pad 64 MB; `src/core/allocator.cpp`) unless an entry says `default` (glibc's own settings); the "
+         "Python side always runs with glibc's defaults" % meta.get("malloc_default", "tuned")]
     if meta.get("earlier_run"):
         er = meta["earlier_run"]
         L.append("- entries marked † come from earlier runs (each names its revision as `from_earlier_run` below); the "
