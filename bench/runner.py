@@ -208,6 +208,15 @@ def main():
         add(entry("stage1_sure_step", med(va), med(vb), med(vb) / med(va), 1.2, "s/step (ratio = reference/daei)",
                   S1, 1, "%d processes × %d steps each side" % (rounds, st1), spread(va), spread(vb),
                   extra=dict(maxrss_kb=max(r["maxrss_kb"] for r in ra))))
+        # The same with glibc's own malloc settings on daei's side too (issue 24 item 1): both sides on one allocator.
+        env_d = dict(ENV1, DAEI_MALLOC="default")
+        va, vb, ra, rb = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")), env_d)[0],
+                                   lambda: [j for j in run_json([PY, "bench/sure_reference.py", "--only", "hutchinson"]
+                                                                + kv(dict(S1, steps=st1)))][0], rounds)
+        add(entry("stage1_sure_step_glibc", med(va), med(vb), med(vb) / med(va), 1.0,
+                  "s/step, DAEI_MALLOC=default (ratio = reference/daei)", S1, 1,
+                  "%d processes × %d steps each side" % (rounds, st1), spread(va), spread(vb),
+                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]))))
 
     # 9. SURE variants at equal K: time of a training step (same sizes) and the variance of the estimate
     def e9():
