@@ -23,7 +23,7 @@ for arm in scratch pretrained; do
   R=runs/pretrain-$arm
   mkdir -p "$R"
   for link in corpus cache tokenizer stage1; do [[ -e $R/$link ]] || ln -s "$PWD/$BASE/$link" "$R/$link"; done
-  sets=("${common[@]}" --set run.name=pretrain-$arm)
+  sets=("${common[@]}" --set "run.name=pretrain-$arm")
   t0=$(date +%s)
   if [[ $arm == scratch ]]; then
     [[ -f $R/noisy-inverter/final/DONE ]] || "${MPI[@]}" "$D" train --stage noisy-inverter "${sets[@]}" --set stage2.steps="$SCRATCH_STEPS" >>"$R.log" 2>&1
