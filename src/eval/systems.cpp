@@ -58,7 +58,8 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.clean_inv = load_inverter_if(layout, "clean-inverter");
   c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
   c.wiener_inv = load_inverter_if(layout, "wiener-inverter");
-  if (c.wiener_inv) c.wiener = std::make_shared<const LinearEstimator>(LinearEstimator::load(layout.wiener_filter()));
+  if (c.wiener_inv)
+    c.wiener = std::make_shared<const LinearEstimator>(LinearEstimator::load(layout.wiener_filter(), c.wiener_inv->cfg.dim));
   c.stage2_inv = load_inverter_if(layout, "stage2");
   c.stage3_inv = load_inverter_if(layout, "stage3");
   c.stage2_continued_inv = load_inverter_if(layout, "stage2-continued");

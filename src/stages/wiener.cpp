@@ -16,13 +16,16 @@ void LinearEstimator::save(const std::string& path, double sigma) const {
   save_safetensors(path, {{"mean", mean}, {"W", W}}, {{"sigma", fmt::format("{:.17g}", sigma)}});
 }
 
-LinearEstimator LinearEstimator::load(const std::string& path) {
+LinearEstimator LinearEstimator::load(const std::string& path, int64_t dim) {
   auto t = load_safetensors(path);
   DAEI_CHECK(t.count("mean") && t.count("W"), "{}: not a linear estimator (needs tensors mean and W)", path);
   LinearEstimator e{t.at("mean").to(torch::kFloat64), t.at("W").to(torch::kFloat64)};
   const int64_t d = e.mean.numel();
   DAEI_CHECK(e.mean.dim() == 1 && e.W.dim() == 2 && e.W.size(0) == d && e.W.size(1) == d,
              "{}: mean {} and W {} do not match", path, c10::str(e.mean.sizes()), c10::str(e.W.sizes()));
+  DAEI_CHECK(dim <= 0 || d == dim, "{}: a filter for {}-d embeddings, the run's are {}-d", path, d, dim);
+  DAEI_CHECK(torch::isfinite(e.W).all().item<bool>() && torch::isfinite(e.mean).all().item<bool>(),
+             "{}: non-finite values in the filter", path);
   return e;
 }
 

@@ -14,7 +14,8 @@ struct LinearEstimator {
   at::Tensor mean, W;  // float64 [d], [d, d]
   at::Tensor apply(const at::Tensor& y) const;  // float32 in, float32 out
   void save(const std::string& path, double sigma) const;  // safetensors "mean", "W"; metadata sigma
-  static LinearEstimator load(const std::string& path);
+  // Refuses a file without mean and W, with mismatched shapes, non-finite values, or (dim > 0) another dimension.
+  static LinearEstimator load(const std::string& path, int64_t dim = 0);
 };
 
 // Mean and covariance of a NoisyDataset's rows, accumulated in float64 chunks; max_rows 0 = all.

@@ -230,6 +230,19 @@ TEST(DaeTable, WienerFiltersOnGaussianData) {
   auto data = wiener_data(std::make_shared<InMemoryDataset>(ye, std::vector<std::string>(4000, "t"), sigma), back);
   EXPECT_EQ(data.input, "wiener");
   EXPECT_TRUE(torch::equal(data.embeddings({5, 0, 3999}), wn.apply(ye.index({torch::tensor({5, 0, 3999})}))));
+  auto refused = [&](const TensorMap& t, int64_t dim, const std::string& why) {
+    save_safetensors(path, t);
+    try {
+      LinearEstimator::load(path, dim);
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused({{"mean", wn.mean}, {"W", wn.W}}, d + 1, "a filter for 16-d embeddings, the run's are 17-d");
+  auto nan_w = wn.W.clone();
+  nan_w[2][3] = std::nan("");
+  refused({{"mean", wn.mean}, {"W", nan_w}}, d, "non-finite values in the filter");
   save_safetensors(path, {{"mean", wn.mean}});
   EXPECT_THROW(
       {
