@@ -168,18 +168,26 @@ int main(int argc, char** argv) try {
     return 2;
   }
   const std::string cmd = argv[1];
+  if (argc % 2 != 0) throw std::runtime_error("arguments come as --key value pairs");
   for (int i = 2; i + 1 < argc; i += 2) g_args[std::string(argv[i]).substr(2)] = argv[i + 1];
+  for (const char* k : {"texts", "reps", "threads", "vocab"})
+    if (arg(k, 1) < 1) throw std::runtime_error(std::string("--") + k + " must be at least 1");
   torch::set_num_threads(static_cast<int>(arg("threads", 1)));
-  const fs::path dir = fs::temp_directory_path() / ("daei-bench-eval-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  auto tok = tokenizer(dir);
+  struct TempDir {  // removed on every exit, errors included
+    fs::path p = fs::temp_directory_path() / ("daei-bench-eval-" + std::to_string(::getpid()));
+    TempDir() { fs::create_directories(p); }
+    ~TempDir() { fs::remove_all(p); }
+  } dir;
+  auto tok = tokenizer(dir.p);
   Usage u;
   json j = cmd == "correct" ? cmd_correct(*tok) : cmd_zsinvert(tok);
-  fs::remove_all(dir);
   u.fill(j);
   j["cmd"] = cmd, j["impl"] = "daei C++", j["malloc"] = malloc_mode, j["threads"] = torch::get_num_threads();
   std::cout << j.dump() << std::endl;
   return 0;
+} catch (const std::invalid_argument& e) {
+  std::cerr << "bench_eval_loops: an argument is not a number\n";
+  return 2;
 } catch (const std::exception& e) {
   std::cerr << "bench_eval_loops: " << e.what() << "\n";
   return 1;

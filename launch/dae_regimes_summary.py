@@ -74,4 +74,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, KeyError, ValueError, IndexError) as e:  # a run not finished, a spec not REGIME:SIGMA:DIR
+        sys.exit("dae_regimes_summary: %s: %s" % (type(e).__name__, e))
