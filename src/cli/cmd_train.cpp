@@ -71,18 +71,21 @@ int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
 }
 
 // The linear reference (issue 22 item 3): an inverter on W(y), W the Wiener filter from the noisy training rows alone
-// (dae.table_wiener_rows of them, at the release's σ), saved beside the stage for eval. Every rank fits the same W.
+// (dae.table_wiener_rows of them, at the release's σ). Rank 0 fits it once and saves it beside the stage; every rank
+// then trains on the saved file, the one eval applies.
 int train_wiener_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
-  at::Tensor mean, cov;
-  row_moments(*train, ctx.config.integer("dae.table_wiener_rows"), mean, cov);
-  const auto filter = wiener_from_noisy(mean, cov, train->sigma());
-  if (ctx.comm->is_root()) {
+  const std::string file = RunLayout(ctx.run_dir).wiener_filter();
+  const int64_t cap = ctx.config.integer("dae.table_wiener_rows");  // 0 = all rows
+  ctx.comm->run_on_root([&] {
+    at::Tensor mean, cov;
+    row_moments(*train, cap, mean, cov);
     make_dirs(stage_dir);
-    filter.save(RunLayout(ctx.run_dir).wiener_filter(), train->sigma());
-  }
+    wiener_from_noisy(mean, cov, train->sigma()).save(file, train->sigma());
+  });
+  const auto filter = LinearEstimator::load(file, train->dim());
   LOG_INFO("[wiener-inverter] noisy-only Wiener filter at σ {} from {} rows: mean gain {:.3f}", train->sigma(),
-           train->size(), filter.W.diagonal().mean().item<double>());
+           cap > 0 ? std::min(cap, train->size()) : train->size(), filter.W.diagonal().mean().item<double>());
   auto val = heldout_split(ctx);
   return train_inverter(ctx, cmd, "wiener-inverter", stage_dir, wiener_data(train, filter),
                         val ? std::function<InverterTrainData()>([=] { return wiener_data(val, filter); }) : nullptr);

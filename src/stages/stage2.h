@@ -25,6 +25,7 @@ class Communicator;
 class Config;
 class Trainer;
 class NoisyEmbedder;
+struct LinearEstimator;
 
 // What an inverter trains on: the embedding it sees and the text it must produce, by training row.
 struct InverterTrainData {
@@ -86,7 +87,6 @@ class InverterStage {
 InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir);
 InverterTrainData noisy_data(std::shared_ptr<const NoisyDataset> train);
 // The linear reference (issue 22 item 3): inputs W(y), the noisy-only Wiener filter of stages/wiener.h.
-struct LinearEstimator;
 InverterTrainData wiener_data(std::shared_ptr<const NoisyDataset> train, const LinearEstimator& filter);
 
 }  // namespace daei
