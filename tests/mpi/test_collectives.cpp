@@ -177,7 +177,9 @@ TEST(Mpi, GradReducerPreparedGradsAccumulateInBuckets) {
       if (c.rank() == 0) loss = loss + only0.sum() * 6;
       loss.backward();
     }
-    if (c.size() > 1) EXPECT_EQ(a.grad().data_ptr(), in_bucket) << "backward replaced the bucket alias";
+    if (c.size() > 1) {
+      EXPECT_EQ(a.grad().data_ptr(), in_bucket) << "backward replaced the bucket alias";
+    }
     red.reduce();
     EXPECT_NEAR(a.grad()[3].item<double>(), 2 * step * (W + 1) / 2.0, 1e-6) << "step " << step;
     EXPECT_NEAR(only0.grad()[1].item<double>(), 12.0 / W, 1e-6) << "step " << step;
