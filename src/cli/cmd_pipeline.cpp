@@ -88,6 +88,8 @@ std::vector<Step> plan(const Context& ctx) {
   s.push_back(cache("test", true));
   for (const auto& o : c.strings("corpus.ood")) s.push_back(cache("ood-" + o, true));
   s.push_back(stage("stage 1 (SURE DAE)", "1", "stage1", layout.cache("train") + " (noisy)"));
+  if (c.flag("pretrain.enabled"))  // every inverter and fresh corrector starts from it
+    s.push_back(stage("pretrain (T5 span corruption, texts only)", "pretrain", "pretrain", "cache/train (texts only)"));
   s.push_back(stage("stage 2 (inverter on DAE(y))", "2", "stage2", "stage1/final/dae, cache/train (noisy)"));
   s.push_back(stage("baseline noisy-inverter", "noisy-inverter", "noisy-inverter", "cache/train (noisy)"));
   if (c.flag("stage2.wiener_inverter"))
@@ -142,6 +144,7 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
   std::cout << "\nGlobal batch per optimizer step (= ranks × per-rank micro-batch × grad_accum):\n";
   std::vector<std::string> keys{"stage1", "stage2", "stage3", "stage4"};
   if (ctx.config.flag("zsinvert.enabled")) keys.push_back("lm");
+  if (ctx.config.flag("pretrain.enabled")) keys.push_back("pretrain");
   for (const std::string& k : keys) {
     const int64_t B = ctx.config.integer(k + ".batch_size"), A = ctx.config.integer(k + ".grad_accum");
     const int64_t steps = ctx.config.integer(k + ".steps");

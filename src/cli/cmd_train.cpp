@@ -21,6 +21,7 @@
 #include "stages/stage4.h"
 #include "stages/wiener.h"
 #include "stages/lm.h"
+#include "stages/pretrain.h"
 #include "data/cache.h"
 #include "stages/trainer.h"
 
@@ -49,8 +50,10 @@ int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   InverterBudget budget;
-  // Not over a pretrained T5 (inverter.t5_dir): its token embeddings are kept.
-  if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty())
+  budget.pretrained_dir = pretrained_t5_dir(ctx.config, ctx.run_dir);
+  // Not over a pretrained T5 (inverter.t5_dir, the pretrain stage): its token embeddings are kept.
+  if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty() &&
+      budget.pretrained_dir.empty())
     budget.token_box = make_run_embedder(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());
   InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, cmd.resume, cmd.force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
@@ -145,6 +148,7 @@ int train_corrector(Context& ctx, const TrainCommand& cmd, const std::string& st
   }
   d.dae_dir = chain.dae_stage.empty() ? "" : layout.final_dae(chain.dae_stage);
   d.inverter_dir = layout.final_inverter(chain.inverter_stage);
+  d.pretrained_dir = pretrained_t5_dir(ctx.config, R);
   auto tok = run_tokenizer(ctx.config, *ctx.comm, R, *d.train);
   Stage4 s(ctx.config, *ctx.comm, chain, stage_dir, std::move(d), tok, cmd.resume, cmd.force);
   return s.run();
@@ -167,6 +171,20 @@ int train_lm(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir
   return s.run();
 }
 
+// Pretraining (issue 22 item 2): T5 span corruption on the training texts alone; with inverter.token_init its token
+// embeddings start as a fresh inverter's would (queries of single pieces, no text of the corpus).
+int train_pretrain(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  std::shared_ptr<const NoisyEmbedder> token_box;
+  if (ctx.config.flag("inverter.token_init"))
+    token_box = make_run_embedder(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());
+  LmStage s(ctx.config, *ctx.comm, stage_dir, lm_texts(train), tok, cmd.resume, cmd.force,
+            pretrain_objective(ctx.config, tok->vocab_size(), tok->eos_id()), token_box);
+  if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, lm_texts(val));
+  return s.run();
+}
+
 struct StageEntry {
   std::string folder;
   std::function<int(Context&, const TrainCommand&, const std::string&)> train;
@@ -185,6 +203,7 @@ const std::map<std::string, StageEntry>& stages() {
         {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
         {"wiener-inverter", {"wiener-inverter", train_wiener_inverter, "stage2", {}}},
         {"lm", {"lm", train_lm, "lm", {}}},
+        {"pretrain", {"pretrain", train_pretrain, "pretrain", {}}},
     };
     for (const auto& c : corrector_chains()) {
       std::vector<std::string> needs{c.inverter_stage};
@@ -221,6 +240,24 @@ DirLock lock_stage(Context& ctx, const TrainCommand& cmd, const std::string& sta
 
 }  // namespace
 
+namespace {
+
+// With pretrain.enabled, the stages that build a fresh T5 start from the pretrain stage's: it must be complete, and
+// cannot be mixed with another start (inverter.t5_dir).
+void require_pretrained_start(Context& ctx, const std::string& stage) {
+  if (!ctx.config.flag("pretrain.enabled")) return;
+  const bool fresh_inverter =
+      stage == "2" || stage == "noisy-inverter" || stage == "clean-inverter" || stage == "wiener-inverter";
+  const bool fresh_corrector = find_corrector_chain(stage) && !ctx.config.flag("stage4.warm_start");
+  if (!fresh_inverter && !fresh_corrector) return;
+  const RunLayout layout(ctx.run_dir);
+  DAEI_CHECK(layout.stage_complete("pretrain"),
+             "train --stage {} starts from the pretrained T5 (pretrain.enabled), and {} is missing or incomplete "
+             "(train --stage pretrain first)", stage, layout.stage_final("pretrain"));
+}
+
+}  // namespace
+
 // Before anything is written: the stage exists, its batch splits over the ranks, its inputs are complete.
 void validate_command(Context& ctx, const TrainCommand& cmd) {
   auto it = stages().find(cmd.stage);
@@ -230,6 +267,8 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
     throw UsageError(fmt::format("train: --stage {} is not one of: {}", cmd.stage, fmt::join(names, ", ")));
   }
   const auto& e = it->second;
+  if (ctx.config.flag("pretrain.enabled") && !ctx.config.str("inverter.t5_dir").empty())
+    throw UsageError("pretrain.enabled and inverter.t5_dir both say where the T5 starts: set one of them");
   const int64_t B = ctx.config.integer(e.config_key + ".batch_size"), A = ctx.config.integer(e.config_key + ".grad_accum");
   const int64_t W = ctx.comm->size();
   if (B % (W * A) != 0)
@@ -247,6 +286,7 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
                "train --stage {} needs {} (run `daei hypotheses --for {}`)", cmd.stage, layout.cache(c->hyp_split),
                c->stage);
   if (cmd.stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
+  require_pretrained_start(ctx, cmd.stage);
 }
 
 int run_command(Context& ctx, const TrainCommand& cmd) {
@@ -273,7 +313,8 @@ SubcommandSpec spec() {
     {"train"},
     "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, wiener-inverter, "
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
-    "clean-corrector: the clean reference's corrector (reference.corrector); "
+    "clean-corrector: the clean reference's corrector (reference.corrector); pretrain: a T5 pretrained with span corruption on the "
+    "training texts, the start of every inverter when pretrain.enabled; "
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
     "zsinvert, trained on texts only); --resume continues from the newest checkpoint",
     bind_options<TrainCommand>(add_flags, run_command, validate_command)};
@@ -282,6 +323,25 @@ SubcommandSpec spec() {
 }
 
 DAEI_SUBCOMMAND(spec());
+
+// `daei pretrain` = `daei train --stage pretrain`: the pipeline step of issue 22 item 2 under its own name.
+void add_pretrain_flags(CLI::App& app, TrainCommand& o) {
+  o.stage = "pretrain";
+  app.add_flag("--resume", o.resume, "continue from the newest complete checkpoint");
+  app.add_flag("--force", o.force, "start again over an earlier run's checkpoints (archived, not deleted)");
+}
+
+SubcommandSpec pretrain_spec() {
+  SubcommandSpec s{{"pretrain"},
+                   "pretrain a T5 of the inverters' shape with T5 span corruption on the training texts only (no "
+                   "embeddings); with pretrain.enabled every inverter and fresh corrector starts from it "
+                   "(= train --stage pretrain)",
+                   bind_options<TrainCommand>(add_pretrain_flags, run_command, validate_command)};
+  s.commits_config = true;
+  return s;
+}
+
+DAEI_SUBCOMMAND(pretrain_spec());
 
 }  // namespace
 }  // namespace daei::cli

@@ -18,7 +18,7 @@ void add_flags(CLI::App& app, CacheBuildCommand& o) {
 void add_flags(CLI::App& app, TrainCommand& o) {
   app.add_option("--stage", o.stage,
                  "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | "
-                 "stage2-continued | lm")
+                 "stage2-continued | lm | pretrain | wiener-inverter | clean-corrector")
       ->required();
   app.add_flag("--resume", o.resume, "continue from the newest complete checkpoint");
   app.add_flag("--force", o.force, "start again over an earlier run's checkpoints (archived, not deleted)");

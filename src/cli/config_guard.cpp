@@ -19,18 +19,19 @@ namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
                                           "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
-                                          "clean-corrector", "lm"};
-// The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, has the inverters' shape).
+                                          "clean-corrector", "lm", "pretrain"};
+// The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, and pretrain have the inverters' shape).
 const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
                                              "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
-                                             "clean-corrector", "lm"};
+                                             "clean-corrector", "lm", "pretrain"};
 const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy",
                                               "cache/hyp-train-clean"};
 const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector", "clean-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
                                               "clean-inverter", "wiener-inverter", "stage3", "stage2-continued", "cache/hyp-train",
                                               "cache/hyp-train-dae", "cache/hyp-train-noisy", "cache/hyp-train-clean",
-                                              "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm"};
+                                              "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm",
+                                              "pretrain"};
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
@@ -62,6 +63,7 @@ const std::vector<Rule>& rules() {
       {"stage3.eval_every", {}},
       {"stage4.eval_every", {}},
       {"lm.eval_every", {}},
+      {"pretrain.eval_every", {}},
       {"train.heldout_rows", {}},           // the held-out CE's rows and cache/hyp-val*: logged, not trained on
       {"hypotheses.batch_size", {}},
       {"embedder.batch_size", {}},
@@ -107,6 +109,9 @@ const std::vector<Rule>& rules() {
       {"hypotheses.", kHypotheses},
       {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
+      // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).
+      {"pretrain.", {"pretrain", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter", "stage3",
+                     "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector"}},
       {"train.", kStages},
   };
   return r;

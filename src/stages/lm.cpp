@@ -13,6 +13,7 @@
 #include "model/token_batch.h"
 #include "stages/heldout.h"
 #include "stages/stage2.h"
+#include "stages/token_init.h"
 #include "stages/trainer.h"
 
 namespace daei {
@@ -48,31 +49,71 @@ TokenLoss lm_loss(T5ModelImpl& t5, const at::Tensor& input_ids, const at::Tensor
   return t5_token_loss(t5, h, labels);
 }
 
-T5Config lm_t5_config(const Config& cfg, int64_t vocab_size) { return inverter_config(cfg, 1, vocab_size).t5; }
+T5Config lm_t5_config(const Config& cfg, int64_t vocab_size, int64_t extra_vocab) {
+  T5Config c = inverter_config(cfg, 1, vocab_size).t5;
+  c.vocab_size += extra_vocab;
+  return c;
+}
+
+TextObjective lm_objective(const Config& cfg, int64_t eos_id) {
+  TextObjective o;
+  o.max_length = cfg.integer("lm.max_length");
+  const double lo = cfg.real("lm.min_drop"), hi = cfg.real("lm.max_drop");
+  DAEI_CHECK(lo <= hi, "lm.min_drop {} is above lm.max_drop {}", lo, hi);
+  const uint64_t seed = static_cast<uint64_t>(cfg.integer("run.seed"));
+  o.make = [=](const std::vector<int64_t>& ids, int64_t step, int64_t row) {
+    auto ex = lm_corrupt(ids, seed, step, row, lo, hi, eos_id);
+    TextExample t;
+    t.kept = ids.size() > 1 ? double(ex.input.size() - 1) / double(ids.size() - 1) : 1.0;
+    t.input = std::move(ex.input);
+    t.target = ids;
+    return t;
+  };
+  o.about_json = nlohmann::json{{"stage", "lm"},
+                                {"objective", "denoising autoencoder: each piece dropped with probability r ~ "
+                                              "U[min_drop, max_drop] per example; target the whole text"},
+                                {"data", "training texts only (no embeddings)"},
+                                {"min_drop", lo},
+                                {"max_drop", hi},
+                                {"max_length", o.max_length}}
+                     .dump(2);
+  o.summary = fmt::format("generator for zsinvert, denoising autoencoder (drop rate U[{}, {}])", lo, hi);
+  return o;
+}
 
 LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage_dir, LmTrainData data,
                  std::shared_ptr<SpmTokenizer> tok, bool resume, bool force)
-    : data_(std::move(data)), tok_(std::move(tok)) {
-  DAEI_CHECK(data_.rows > 0 && data_.texts, "[lm] no training texts");
-  max_len_ = cfg.integer("lm.max_length");
-  min_drop_ = cfg.real("lm.min_drop");
-  max_drop_ = cfg.real("lm.max_drop");
-  DAEI_CHECK(min_drop_ <= max_drop_, "lm.min_drop {} is above lm.max_drop {}", min_drop_, max_drop_);
-  seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));
-  torch::manual_seed(splitmix64(seed_ ^ 0x4C4D5ULL));
-  model_ = T5Model(lm_t5_config(cfg, tok_->vocab_size()));
+    : LmStage(cfg, comm, stage_dir, std::move(data), tok, resume, force, lm_objective(cfg, tok->eos_id())) {}
+
+LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage_dir, LmTrainData data,
+                 std::shared_ptr<SpmTokenizer> tok, bool resume, bool force, TextObjective obj,
+                 std::shared_ptr<const NoisyEmbedder> token_box)
+    : data_(std::move(data)), tok_(std::move(tok)), obj_(std::move(obj)) {
+  const std::string& tag = obj_.section;
+  DAEI_CHECK(data_.rows > 0 && data_.texts, "[{}] no training texts", tag);
+  DAEI_CHECK(obj_.make, "[{}] no training objective", tag);
+  const uint64_t seed = static_cast<uint64_t>(cfg.integer("run.seed"));
+  torch::manual_seed(splitmix64(seed ^ 0x4C4D5ULL));
+  model_ = T5Model(lm_t5_config(cfg, tok_->vocab_size(), obj_.extra_vocab));
   if (const std::string t5_dir = cfg.str("inverter.t5_dir"); !t5_dir.empty()) {
+    DAEI_CHECK(obj_.extra_vocab == 0, "[{}] cannot start from inverter.t5_dir {}: its vocabulary has no room for {} "
+               "extra ids", tag, t5_dir, obj_.extra_vocab);
     model_->load_weights(t5_dir + "/model.safetensors");
-    LOG_INFO("[lm] T5 starts from {}", t5_dir);
+    LOG_INFO("[{}] T5 starts from {}", tag, t5_dir);
+  } else if (token_box) {
+    const auto r = init_token_embeddings(*model_, *tok_, *token_box, cfg.integer("inverter.token_init_queries"),
+                                         splitmix64(seed ^ 0x70CE2ULL));
+    LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
+             r.initialised, r.pieces, r.queries);
   }
   const at::Device device = train_device(cfg, comm.local_rank());
   model_->to(device);
   model_->train();
-  auto opt = trainer_options(cfg, "lm", stage_dir);
-  opt.tag = "lm";
+  auto opt = trainer_options(cfg, tag, stage_dir);
+  opt.tag = tag;
   opt.resume = resume;
   opt.force = force;
-  ParamGroupSpec g{"lm", model_->parameters(), cfg.real("lm.lr"), cfg.real("lm.weight_decay"), 0.0};
+  ParamGroupSpec g{tag, model_->parameters(), cfg.real(tag + ".lr"), cfg.real(tag + ".weight_decay"), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", model_.ptr()}}, std::vector{g});
   trainer_->terms = {"loss", "tokens", "kept"};
   trainer_->loss = [this, device](const Batch& b) {
@@ -83,18 +124,10 @@ LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage
     return token_sum_loss(tl.sum, tl.count, {{"kept", kept}});
   };
   if (data_.prefetch) trainer_->prefetch = data_.prefetch;
-  const double lo = min_drop_, hi = max_drop_;
-  const int64_t L = max_len_;
-  trainer_->save_final = [this, lo, hi, L](const std::string& dir) {
-    model_->save_pretrained(dir + "/lm");
-    nlohmann::json j{{"stage", "lm"},
-                     {"objective", "denoising autoencoder: each piece dropped with probability r ~ U[min_drop, "
-                                   "max_drop] per example; target the whole text"},
-                     {"data", "training texts only (no embeddings)"},
-                     {"min_drop", lo},
-                     {"max_drop", hi},
-                     {"max_length", L}};
-    write_file_atomic(dir + "/lm/training.json", j.dump(2) + "\n");
+  trainer_->save_final = [this](const std::string& dir) {
+    const std::string out = dir + "/" + obj_.final_name;
+    model_->save_pretrained(out);
+    write_file_atomic(out + "/training.json", obj_.about_json + "\n");
   };
 }
 
@@ -106,11 +139,10 @@ void LmStage::batch(const LmTrainData& d, const std::vector<int64_t>& rows, int6
   std::vector<std::vector<int64_t>> inputs, targets;
   double kept = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    auto t = tok_->encode(texts[i], max_len_);
-    auto ex = lm_corrupt(t, seed_, step, rows[i], min_drop_, max_drop_, tok_->eos_id());
-    kept += t.size() > 1 ? double(ex.input.size() - 1) / double(t.size() - 1) : 1.0;
+    auto ex = obj_.make(tok_->encode(texts[i], obj_.max_length), step, rows[i]);
+    kept += ex.kept;
     inputs.push_back(std::move(ex.input));
-    targets.push_back(std::move(t));
+    targets.push_back(std::move(ex.target));
   }
   auto tb = pad_token_rows(inputs, tok_->pad_id(), 1);
   ids = tb.input_ids;
@@ -138,10 +170,9 @@ void LmStage::enable_heldout(const Config& cfg, Communicator& comm, LmTrainData 
 int LmStage::run() {
   int64_t n = 0;
   for (const auto& p : model_->parameters()) n += p.numel();
-  LOG_INFO("[lm] generator for zsinvert: {} parameters (T5 d_model {}, {}+{} layers, vocab {}), denoising "
-           "autoencoder on {} training texts (drop rate U[{}, {}]), no embeddings",
-           n, model_->cfg.d_model, model_->cfg.num_layers, model_->cfg.num_decoder_layers, model_->cfg.vocab_size,
-           data_.rows, min_drop_, max_drop_);
+  LOG_INFO("[{}] {}: {} parameters (T5 d_model {}, {}+{} layers, vocab {}), on {} training texts, no embeddings",
+           obj_.section, obj_.summary, n, model_->cfg.d_model, model_->cfg.num_layers,
+           model_->cfg.num_decoder_layers, model_->cfg.vocab_size, data_.rows);
   return trainer_->run();
 }
 

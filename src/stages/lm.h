@@ -26,6 +26,7 @@ namespace daei {
 
 class Communicator;
 class Config;
+class NoisyEmbedder;
 class SplitMix;
 class Trainer;
 
@@ -43,12 +44,36 @@ struct LmExample {
 LmExample lm_corrupt(const std::vector<int64_t>& ids, uint64_t seed, int64_t step, int64_t row, double min_rate,
                      double max_rate, int64_t eos_id);
 
+// One training example of a text-only T5 stage: what the encoder reads and what the decoder must write.
+struct TextExample {
+  std::vector<int64_t> input, target;
+  double kept = 1;  // share of the text's pieces that the input keeps (logged)
+};
+
+// What a text-only T5 stage learns (the lm stage, zsinvert's generator; the pretrain stage, stages/pretrain.h): how a
+// training text's token ids become an example, keyed by (step, row) so that a resumed run and any world size draw
+// the same examples.
+struct TextObjective {
+  std::string section = "lm";      // config section of the budget (steps, batch_size, lr, ...), log tag
+  std::string final_name = "lm";   // final/<final_name>/: a Hugging Face T5 directory
+  int64_t extra_vocab = 0;         // ids past the tokenizer's (span corruption's sentinels)
+  std::function<TextExample(const std::vector<int64_t>& ids, int64_t step, int64_t row)> make;
+  std::string about_json;          // final/<final_name>/training.json
+  std::string summary;             // the start line of the log
+  int64_t max_length = 32;         // tokens of a training text (eos included)
+};
+
+// The lm stage's objective: drop_pieces at a rate r ~ U[lm.min_drop, lm.max_drop] per example, the whole text as
+// target.
+TextObjective lm_objective(const Config& cfg, int64_t eos_id);
+
 // Teacher-forced loss of the T5 on (encoder ids, labels), as a token sum (the Trainer divides by the global count).
 TokenLoss lm_loss(T5ModelImpl& t5, const at::Tensor& input_ids, const at::Tensor& attention_mask,
                   const at::Tensor& labels);
 
-// The generator's T5 shape: the inverters' (inverter_config), started from inverter.t5_dir when that is set.
-T5Config lm_t5_config(const Config& cfg, int64_t vocab_size);
+// The generator's T5 shape: the inverters' (inverter_config), started from inverter.t5_dir when that is set;
+// extra_vocab ids past the tokenizer's.
+T5Config lm_t5_config(const Config& cfg, int64_t vocab_size, int64_t extra_vocab = 0);
 
 
 // Texts by training row (no embeddings are read).
@@ -58,10 +83,16 @@ struct LmTrainData {
   std::function<void(const std::vector<int64_t>&)> prefetch;  // optional read-ahead
 };
 
+// A T5 of the inverters' shape trained on training texts only, with the objective `obj` (default: lm_objective).
 class LmStage {
  public:
   LmStage(const Config& cfg, Communicator& comm, const std::string& stage_dir, LmTrainData data,
           std::shared_ptr<SpmTokenizer> tok, bool resume, bool force);
+  // token_box: the T5's token embeddings start from black-box queries of each piece (inverter.token_init), as a
+  // fresh inverter's would; rows past the tokenizer's (sentinels) keep their seeded values.
+  LmStage(const Config& cfg, Communicator& comm, const std::string& stage_dir, LmTrainData data,
+          std::shared_ptr<SpmTokenizer> tok, bool resume, bool force, TextObjective obj,
+          std::shared_ptr<const NoisyEmbedder> token_box = nullptr);
   ~LmStage();
   // The held-out CE on the first train.heldout_rows rows of `val` (drops keyed at step 0: the same inputs at every
   // evaluation), every lm.eval_every steps. Collective, like run().
@@ -75,10 +106,8 @@ class LmStage {
 
   LmTrainData data_, val_;
   std::shared_ptr<SpmTokenizer> tok_;
+  TextObjective obj_;
   T5Model model_{nullptr};
-  int64_t max_len_ = 32;
-  double min_drop_ = 0.15, max_drop_ = 1.0;
-  uint64_t seed_ = 0;
   std::unique_ptr<Trainer> trainer_;
 };
 

@@ -17,6 +17,7 @@
 #include "dist/communicator.h"
 #include "model/dae.h"
 #include "stages/heldout.h"
+#include "stages/pretrain.h"
 #include "stages/token_init.h"
 #include "stages/trainer.h"
 
@@ -106,7 +107,12 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x1A7E27ULL));
   inverter_ = budget.init_dir.empty() ? make_inverter(cfg, data_.dim, tok_->vocab_size())
                                       : Inverter(InverterImpl::load(budget.init_dir));
-  if (budget.init_dir.empty() && budget.token_box) {
+  if (budget.init_dir.empty() && !budget.pretrained_dir.empty()) {
+    // Its token embeddings are the pretrained ones (token_init, when on, started the pretraining T5 instead).
+    const auto r = load_pretrained_t5(*inverter_->t5, budget.pretrained_dir);
+    LOG_INFO("[{}] T5 starts from the pretrained {} ({} tensors copied, {} cut to the tokenizer's pieces)", tag,
+             budget.pretrained_dir, r.copied.size(), r.cut.size());
+  } else if (budget.init_dir.empty() && budget.token_box) {
     const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box,
                                          cfg.integer("inverter.token_init_queries"),
                                          splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x70CE2ULL));

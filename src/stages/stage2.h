@@ -57,6 +57,7 @@ struct InverterBudget {
   std::string lr_key = "stage2.lr";
   std::string weight_decay_key = "stage2.weight_decay";
   std::string init_dir;                      // an inverter folder to start from; "" = fresh (seeded) weights
+  std::string pretrained_dir;                // a fresh inverter's T5 from the pretrain stage (stages/pretrain.h)
   // A fresh inverter's token embeddings from queries of the black box (inverter.token_init; stages/token_init.h).
   std::shared_ptr<const NoisyEmbedder> token_box;
 };

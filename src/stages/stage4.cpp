@@ -1,5 +1,6 @@
 // Stage 4, paper §III-D: the corrector behind the frozen DAE shield (what and why: stage4.h).
 #include "stages/stage4.h"
+#include "stages/pretrain.h"
 
 #include <torch/torch.h>
 
@@ -87,6 +88,10 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
     const auto copied = warm_start_corrector(*corrector_, *inverter, heads == "copy");
     LOG_INFO("[{}] warm start: {} tensors from {} (T5, T1{})", tag, copied.size(), data_.inverter_dir,
              heads == "copy" ? ", T2 and T3 as copies of T1" : "; T2, T3 fresh");
+  } else if (!data_.pretrained_dir.empty()) {
+    const auto r = load_pretrained_t5(*corrector_->t5, data_.pretrained_dir);
+    LOG_INFO("[{}] T5 starts from the pretrained {} ({} tensors copied, {} cut to the tokenizer's pieces)", tag,
+             data_.pretrained_dir, r.copied.size(), r.cut.size());
   } else if (const std::string t5_dir = cfg.str("inverter.t5_dir"); !t5_dir.empty()) {
     corrector_->t5->load_weights(t5_dir + "/model.safetensors");
   }

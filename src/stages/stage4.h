@@ -51,6 +51,7 @@ struct CorrectorStageData {
   std::shared_ptr<const NoisyDataset> val, hyps_val;        // held-out rows and their hypotheses (may be null)
   std::string dae_dir;       // "" = no DAE (noisy-vec2text)
   std::string inverter_dir;  // the inverter it corrects: warm start from it
+  std::string pretrained_dir;  // without warm start: the pretrain stage's T5 to start from ("" = none)
 };
 
 class Stage4 {

@@ -192,4 +192,22 @@ set -e
   fail "not stopped inside stage 2"
 "${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run4.log" 2>&1 || { tail -30 "$T/run4.log"; fail "resume"; }
 grep -q "resumed from .*stage2/ckpt-00000005" "$T/run4.log" || { grep stage2 "$T/run4.log" | head; fail "stage 2 not resumed"; }
+# Pretraining (issue 22 item 2): pretrain.enabled adds `daei pretrain` (T5 span corruption on the training texts)
+# before stage 2, and every inverter starts from its T5.
+sed -i "s/name: toy2,/name: toy3,/" "$T/toy.yaml"
+PT=(--set pretrain.enabled=true --set pretrain.steps=4 --set pretrain.batch_size=16 --set pretrain.warmup_steps=1
+    --set pretrain.eval_every=2)
+"$D" pipeline --config "$T/toy.yaml" "${PT[@]}" --dry-run >"$T/dry_pt.out" 2>&1 || { cat "$T/dry_pt.out"; fail "dry run with pretrain"; }
+grep -q "pretrain (T5 span corruption, texts only) *daei train --stage pretrain --resume" "$T/dry_pt.out" ||
+  { cat "$T/dry_pt.out"; fail "no pretrain step in the dry run"; }
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" "${PT[@]}" >"$T/run_pt.log" 2>&1 || { tail -30 "$T/run_pt.log"; fail "pipeline with pretrain"; }
+grep -q '"objective": "T5 span corruption' "$T/toy3/pretrain/final/t5/training.json" || fail "no pretrain/final/t5/training.json"
+for tag in stage2 noisy-inverter; do
+  grep -q "\[$tag\] T5 starts from the pretrained .*toy3/pretrain/final/t5" "$T/run_pt.log" ||
+    { grep "\[$tag\]" "$T/run_pt.log" | head -5; fail "$tag did not start from the pretrained T5"; }
+done
+grep -q "heldout_ce" "$T/toy3/pretrain/metrics.jsonl" || fail "pretrain logged no held-out CE"
+set +e; "$D" pretrain --config "$T/toy.yaml" "${PT[@]}" --set inverter.t5_dir=/nonexistent >/dev/null 2>"$T/pt_bad.err"; rc=$?; set -e
+[[ $rc == 2 ]] && grep -q "pretrain.enabled and inverter.t5_dir both say where the T5 starts" "$T/pt_bad.err" ||
+  { cat "$T/pt_bad.err"; fail "pretrain with inverter.t5_dir: exit $rc"; }
 echo "pipeline_toy: OK"
