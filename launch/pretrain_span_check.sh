@@ -41,7 +41,7 @@ cmp -s runs/pretrain-scratch/noisy-inverter/final/inverter/model.safetensors $S/
 [[ -f $C/pretrain/final/DONE ]] || { mkdir -p "$C/pretrain"; cp -r "$R/pretrain/final" "$C/pretrain/"; }
 [[ -f $C/noisy-inverter/final/DONE ]] ||
   /usr/bin/time -f "%e %U %S" -o "$C.inverter.time" "${MPI[@]}" "$D" train --stage noisy-inverter "${common[@]}" \
-    --set run.name=pretrain-span-cal --set stage2.steps=$CAL_STEPS --set stage2.eval_every=0 >>"$C.log" 2>&1
+    --set run.name=pretrain-span-cal --set stage2.steps="$CAL_STEPS" --set stage2.eval_every=0 >>"$C.log" 2>&1
 INV_STEPS=$(python3 -c "
 c = ($(cpu_of "$S.inverter.time") - $(cpu_of "$C.inverter.time")) / ($SCRATCH_STEPS - $CAL_STEPS)
 print(max(0, round($SCRATCH_STEPS - $(cpu_of "$R.pretrain.time") / c)))")

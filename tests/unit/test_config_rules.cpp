@@ -87,6 +87,21 @@ TEST(ConfigRules, IssueCasesAreRefusedNamingTheKey) {
     EXPECT_EQ(refusal("", {ok}), "") << ok;
 }
 
+// Issue 22's new keys (pretrain.*, stage2.wiener_inverter): each range is enforced, its boundaries allowed.
+TEST(ConfigRules, PretrainAndWienerKeysHaveTheirRanges) {
+  for (std::string bad : {"pretrain.noise_density=0", "pretrain.noise_density=1", "pretrain.mean_span_length=0.5",
+                          "pretrain.sentinels=0", "pretrain.sentinels=5000", "pretrain.max_length=1",
+                          "pretrain.steps=0", "pretrain.batch_size=0", "pretrain.lr=0", "pretrain.schedule=cosine",
+                          "pretrain.enabled=maybe", "stage2.wiener_inverter=2"}) {
+    const std::string key = bad.substr(0, bad.find('='));
+    EXPECT_TRUE(has(refusal("", {bad}), "'" + key + "'")) << bad << " -> '" << refusal("", {bad}) << "'";
+  }
+  for (std::string ok : {"pretrain.noise_density=0.5", "pretrain.mean_span_length=1", "pretrain.sentinels=1",
+                         "pretrain.sentinels=4096", "pretrain.max_length=2", "pretrain.enabled=true",
+                         "pretrain.schedule=linear", "stage2.wiener_inverter=true"})
+    EXPECT_EQ(refusal("", {ok}), "") << ok;
+}
+
 TEST(ConfigRules, FileValuesAreCheckedAndTheFileIsNamed) {
   auto f = write_tmp("rules_bad.yaml", "stage1:\n  batch_size: 0\n");
   std::string m = refusal(f, {});
