@@ -7,7 +7,7 @@
 //                and the exact divergence (d VJPs) for comparison
 //   t5-step      stage-2 step of the small inverter (forward + backward + AdamW), with its counted matmul FLOPs;
 //                under mpirun with --mpi 1: data parallel, gradients averaged by GradReducer
-//                --fast-dropout/--fused-norm/--fused-ce/--fused-residual 0|1 turn the T5 step's fused kernels off one by one
+//                --fast-dropout/--fused-norm/--fused-ce/--fused-residual/--fused-attention 0|1 turn the T5 step's fused kernels off one by one
 //   t5-levers    the same step in one process with each fused kernel alone (and all, none, and dropout 0),
 //                configurations interleaved step by step so that all see the same load
 //   t5-generate  greedy decoding, batch B, --label-len tokens (eos forbidden so every run decodes all of them)
@@ -20,6 +20,7 @@
 #include <mpi.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
 #include <chrono>
@@ -208,6 +209,7 @@ void set_t5_speed() {
   t5_speed().fused_norm = arg("fused-norm", 1) != 0;
   t5_speed().fused_ce = arg("fused-ce", 1) != 0;
   t5_speed().fused_residual = arg("fused-residual", 1) != 0;
+  t5_speed().fused_attention = arg("fused-attention", 1) != 0;
 }
 
 // Matmul FLOPs of one teacher-forced forward (2·m·n·k each), S encoder positions, T decoder positions, N label
@@ -246,7 +248,12 @@ json cmd_t5_step(bool mpi) {
   torch::manual_seed(1 + rank);
   std::vector<double> times, reduce_times;
   Usage u;
+  // --profile FILE: a chrome trace of the steps after the warm-up (libtorch's legacy profiler), for finding the ops
+  // that cost; timings of a profiled run are not reported figures.
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
   for (int64_t s = 0; s < steps + 1; ++s) {
+    if (s == 1 && !sarg("profile", "").empty())
+      prof = std::make_unique<torch::autograd::profiler::RecordProfile>(sarg("profile", ""));
     auto e = torch::randn({B, c.dim});
     auto labels = random_labels(B, T, c.t5.vocab_size);
     const double t0 = now();
@@ -259,6 +266,7 @@ json cmd_t5_step(bool mpi) {
     opt.step();
     if (s > 0) times.push_back(now() - t0), reduce_times.push_back(t2 - t1);
   }
+  prof.reset();
   int64_t n = 0;
   for (auto& p : m->parameters()) n += p.numel();
   json j{{"times", times}, {"flops", 3 * t5_forward_flops(c, B, T, B * T)}, {"params", n}, {"batch", B},
@@ -284,13 +292,14 @@ json cmd_t5_levers() {
     T5Speed s;
     bool no_dropout;
   };
-  const std::vector<Cfg> cfgs = {{"none", {false, false, false, false}, false},
-                                 {"fast_dropout", {true, false, false, false}, false},
-                                 {"fused_norm", {false, true, false, false}, false},
-                                 {"fused_ce", {false, false, true, false}, false},
-                                 {"fused_residual", {false, false, false, true}, false},
-                                 {"all", {true, true, true, true}, false},
-                                 {"dropout0", {true, true, true, true}, true}};
+  const std::vector<Cfg> cfgs = {{"none", {false, false, false, false, false}, false},
+                                 {"fast_dropout", {true, false, false, false, false}, false},
+                                 {"fused_norm", {false, true, false, false, false}, false},
+                                 {"fused_ce", {false, false, true, false, false}, false},
+                                 {"fused_residual", {false, false, false, true, false}, false},
+                                 {"fused_attention", {false, false, false, false, true}, false},
+                                 {"all", {true, true, true, true, true}, false},
+                                 {"dropout0", {true, true, true, true, true}, true}};
   auto set_rate = [&](double p) {
     for (auto& mod : m->modules(/*include_self=*/false)) {
       if (auto* a = mod->as<T5AttentionImpl>()) a->dropout = p;

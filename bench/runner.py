@@ -283,7 +283,7 @@ def main():
             for k, v in j["configs"].items():
                 per.setdefault(k, []).append(med(v))
         none = per["none"]
-        for k in ("fast_dropout", "fused_residual", "fused_norm", "fused_ce", "all", "dropout0"):
+        for k in ("fast_dropout", "fused_residual", "fused_attention", "fused_norm", "fused_ce", "all", "dropout0"):
             add(entry("stage2_lever_" + k, med(per[k]), med(none), med(none) / med(per[k]), "report",
                       "s/step with this lever alone (reference: no lever; ratio = speed-up)", S2, 1,
                       "%d processes × %d interleaved rounds" % (rounds, st2 + 1), spread(per[k]), spread(none)))

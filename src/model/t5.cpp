@@ -151,7 +151,15 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
                                        torch::Tensor* cache_k, torch::Tensor* cache_v, bool static_kv) {
   const int64_t B = x.size(0), Tq = x.size(1);
   auto shape = [&](const torch::Tensor& t) { return t.view({B, -1, n_heads, d_kv}).transpose(1, 2); };
-  auto qs = shape(q->forward(x));
+  auto qx = q->forward(x);
+  if (!cache_k && t5_speed().fused_attention) {  // teacher-forced (no key/value cache): the fused core
+    auto kx = k->forward(kv.defined() ? kv : x);
+    auto vx = v->forward(kv.defined() ? kv : x);
+    if (attention_core_supported(qx, kx, vx, bias, n_heads))
+      return o->forward(attention_core(qx, kx, vx, bias, n_heads, dropout, is_training()));
+    return attend(shape(qx), shape(kx), shape(vx), bias, B, Tq);
+  }
+  auto qs = shape(qx);
   torch::Tensor ks, vs;
   if (kv.defined()) {  // cross-attention: keys/values from the encoder, computed once when cached
     if (cache_k && static_kv && cache_k->defined()) {
@@ -177,6 +185,11 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
       *cache_v = vs;
     }
   }
+  return attend(qs, ks, vs, bias, B, Tq);
+}
+
+torch::Tensor T5AttentionImpl::attend(const torch::Tensor& qs, const torch::Tensor& ks, const torch::Tensor& vs,
+                                      const torch::Tensor& bias, int64_t B, int64_t Tq) {
   auto scores = torch::matmul(qs, ks.transpose(2, 3));  // no 1/sqrt(d_kv) in T5
   if (bias.defined()) scores = scores + bias;
   auto w = torch::softmax(scores.to(torch::kFloat), -1).to(scores.scalar_type());

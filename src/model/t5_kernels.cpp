@@ -1,11 +1,14 @@
 #include "model/t5_kernels.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 #include <torch/torch.h>
+
+#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -18,7 +21,7 @@
 namespace daei {
 
 namespace {
-// DAEI_T5_KERNELS=none | all | a comma list of dropout,norm,ce,residual: for measuring runs of `daei train` with and without
+// DAEI_T5_KERNELS=none | all | a comma list of dropout,norm,ce,residual,attention: for measuring runs of `daei train` with and without
 // the fused kernels (held-out CE at equal steps). Unset means all.
 T5Speed speed_from_env() {
   T5Speed s;
@@ -29,6 +32,7 @@ T5Speed speed_from_env() {
   s.fused_norm = list.find(",norm,") != std::string::npos;
   s.fused_ce = list.find(",ce,") != std::string::npos;
   s.fused_residual = list.find(",residual,") != std::string::npos;
+  s.fused_attention = list.find(",attention,") != std::string::npos;
   return s;
 }
 }  // namespace
@@ -158,11 +162,13 @@ struct ReluDropoutFn : public torch::autograd::Function<ReluDropoutFn> {
       scalar_t* __restrict__ op = out.data_ptr<scalar_t>();
       const acc_t s = static_cast<acc_t>(scale);
       at::parallel_for(0, n, 1 << 15, [&](int64_t b, int64_t e) {
+        // Branch-free (the mask is random, a branch would be mispredicted half the time); v·0 keeps NaN a NaN, as
+        // torch's relu then dropout do.
         for (int64_t i = b; i < e; ++i) {
           const acc_t v = static_cast<acc_t>(xp[i]);
           const uint8_t k = m[i] & static_cast<uint8_t>(v > acc_t(0));
           m[i] = k;
-          op[i] = static_cast<scalar_t>(k ? v * s : (v != v ? v : acc_t(0)));  // NaN passes, as in torch::relu
+          op[i] = static_cast<scalar_t>(v * (k * s));
         }
       });
     });
@@ -250,6 +256,115 @@ struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
   }
 };
 
+// ------------------------------------------------------------------------------------------------ attention core
+
+// The process's BLAS sgemm_ (libtorch's own, through libblas.so.3), called directly: per (batch, head) matrix with
+// the row stride of the (B, T, H·d_kv) projection layout, so no transposing copies and none of at::bmm's per-matrix
+// select/dispatch (at::bmm on CPU loops over its batch calling mm, with 3 selects a matrix).
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                         const int*, const float*, const int*, const float*, float*, const int*);
+SgemmFn sgemm_fn() {
+  static SgemmFn f = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_"));
+  return f;
+}
+
+// Row-major C (M×N, ldc) = op(A) · op(B), op = transpose when the flag is set (column-major BLAS on the transposes).
+void gemm_rm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+             int ldc) {
+  const float one = 1.0f, zero = 0.0f;
+  const char a = ta ? 'T' : 'N', b = tb ? 'T' : 'N';
+  sgemm_fn()(&b, &a, &N, &M, &K, &one, B, &ldb, A, &lda, &zero, C, &ldc);
+}
+
+struct AttnDims {
+  int64_t B, H, Tq, Tk, dk;
+  int64_t ld() const { return H * dk; }
+};
+
+// For every (b, h): fn(b, h) with the work split over threads.
+template <class F>
+void for_heads(const AttnDims& d, F fn) {
+  at::parallel_for(0, d.B * d.H, 16, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) fn(i / d.H, i % d.H);
+  });
+}
+
+struct AttentionCoreFn : public torch::autograd::Function<AttentionCoreFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
+                               const torch::Tensor& v_in, const torch::Tensor& bias, int64_t heads, double p,
+                               bool train) {
+    auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    const AttnDims d{q.size(0), heads, q.size(1), k.size(1), q.size(2) / heads};
+    const int ld = static_cast<int>(d.ld());
+    auto S = torch::empty({d.B, d.H, d.Tq, d.Tk}, q.options());
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+    float* sp = S.data_ptr<float>();
+    for_heads(d, [&](int64_t b, int64_t h) {  // S = Q Kᵀ (no 1/sqrt(d_kv) in T5)
+      gemm_rm(false, true, d.Tq, d.Tk, d.dk, qp + (b * d.Tq * d.H + h) * d.dk, ld, kp + (b * d.Tk * d.H + h) * d.dk,
+              ld, sp + (b * d.H + h) * d.Tq * d.Tk, d.Tk);
+    });
+    const bool has_bias = bias.numel() > 0;
+    if (has_bias) S.add_(bias);
+    auto P = at::_softmax(S, -1, false);
+    torch::Tensor mask, Pd = P;
+    const double scale = train && p > 0 ? 1.0 / (1.0 - p) : 1.0;
+    if (train && p > 0) {
+      mask = new_keep_mask(P, p);
+      Pd = apply_mask(P, mask, scale);
+    }
+    auto out = torch::empty({d.B, d.Tq, d.ld()}, q.options());
+    const float* pp = Pd.data_ptr<float>();
+    float* op = out.data_ptr<float>();
+    for_heads(d, [&](int64_t b, int64_t h) {  // O = P V, written in the (B, Tq, H·d_kv) layout
+      gemm_rm(false, false, d.Tq, d.dk, d.Tk, pp + (b * d.H + h) * d.Tq * d.Tk, d.Tk,
+              vp + (b * d.Tk * d.H + h) * d.dk, ld, op + (b * d.Tq * d.H + h) * d.dk, ld);
+    });
+    ctx->save_for_backward({q, k, v, P, mask});
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["bias_grad"] = has_bias && bias.requires_grad();
+    ctx->saved_data["bias_sizes"] = bias.sizes().vec();
+    return out;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto sv = ctx->get_saved_variables();
+    const auto &q = sv[0], &k = sv[1], &v = sv[2], &P = sv[3], &mask = sv[4];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const AttnDims d{q.size(0), ctx->saved_data["heads"].toInt(), q.size(1), k.size(1), 0};
+    const AttnDims dd{d.B, d.H, d.Tq, d.Tk, q.size(2) / d.H};
+    const int ld = static_cast<int>(dd.ld());
+    auto dO = grads[0].contiguous();
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>(),
+                *gp = dO.data_ptr<float>();
+    auto dPd = torch::empty_like(P);
+    float* dpp = dPd.data_ptr<float>();
+    auto Pd = mask.defined() ? apply_mask(P, mask, scale) : P;
+    const float* pdp = Pd.data_ptr<float>();
+    auto dV = torch::empty_like(v);
+    float* dvp = dV.data_ptr<float>();
+    for_heads(dd, [&](int64_t b, int64_t h) {
+      const int64_t tq = (b * dd.Tq * dd.H + h) * dd.dk, tk = (b * dd.Tk * dd.H + h) * dd.dk,
+                    m = (b * dd.H + h) * dd.Tq * dd.Tk;
+      gemm_rm(false, true, dd.Tq, dd.Tk, dd.dk, gp + tq, ld, vp + tk, ld, dpp + m, dd.Tk);   // dPd = dO Vᵀ
+      gemm_rm(true, false, dd.Tk, dd.dk, dd.Tq, pdp + m, dd.Tk, gp + tq, ld, dvp + tk, ld);  // dV = Pdᵀ dO
+    });
+    auto dP = mask.defined() ? apply_mask(dPd, mask, scale) : dPd;
+    auto dS = at::_softmax_backward_data(dP, P, -1, P.scalar_type()).contiguous();
+    const float* dsp = dS.data_ptr<float>();
+    auto dQ = torch::empty_like(q), dK = torch::empty_like(k);
+    float *dqp = dQ.data_ptr<float>(), *dkp = dK.data_ptr<float>();
+    for_heads(dd, [&](int64_t b, int64_t h) {
+      const int64_t tq = (b * dd.Tq * dd.H + h) * dd.dk, tk = (b * dd.Tk * dd.H + h) * dd.dk,
+                    m = (b * dd.H + h) * dd.Tq * dd.Tk;
+      gemm_rm(false, false, dd.Tq, dd.dk, dd.Tk, dsp + m, dd.Tk, kp + tk, ld, dqp + tq, ld);  // dQ = dS K
+      gemm_rm(true, false, dd.Tk, dd.dk, dd.Tq, dsp + m, dd.Tk, qp + tq, ld, dkp + tk, ld);   // dK = dSᵀ Q
+    });
+    torch::Tensor dbias;
+    if (ctx->saved_data["bias_grad"].toBool()) dbias = at::sum_to(dS, ctx->saved_data["bias_sizes"].toIntVector());
+    return {dQ, dK, dV, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // ------------------------------------------------------------------------------------------------ LM head + CE
 
 // Loss sum over the rows; with gh/gw defined, also d(sum)/dh into gh and d(sum)/dw into gw (zeroed by the caller).
@@ -271,7 +386,7 @@ double linear_ce_chunks(const torch::Tensor& h, const torch::Tensor& w, const to
                "cross-entropy: a label is outside [0, {})", V);
     auto yi = yc.masked_fill(valid.logical_not(), 0).unsqueeze(1);
     auto ly = lc.gather(1, yi).squeeze(1);
-    auto mx = std::get<0>(lc.max(1, /*keepdim=*/true));
+    auto mx = lc.amax(1, /*keepdim=*/true);
     lc.sub_(mx).exp_();  // in place: the buffer now holds exp(logit − max)
     auto se = lc.sum(1, /*keepdim=*/true);
     auto row_loss = (se.log() + mx).squeeze(1) - ly;  // logsumexp − logit of the label
@@ -280,7 +395,7 @@ double linear_ce_chunks(const torch::Tensor& h, const torch::Tensor& w, const to
       // softmax − one-hot, zero on ignored rows
       lc.div_(se);
       lc.scatter_add_(1, yi, torch::full({n, 1}, -1.0, lc.options()));
-      lc.mul_(valid.to(lc.scalar_type()).unsqueeze(1));
+      if (!valid.all().item<bool>()) lc.mul_(valid.to(lc.scalar_type()).unsqueeze(1));
       auto ghc = gh->narrow(0, i, n);
       at::mm_out(ghc, lc, w);
       gw->addmm_(lc.t(), hc);
@@ -336,6 +451,31 @@ torch::Tensor t5_relu_dropout(const torch::Tensor& x, double p, bool train) {
   if (!t5_speed().fused_residual || !x.device().is_cpu() || p == 1.0) return t5_dropout(torch::relu(x), p, train);
   DAEI_CHECK(p > 0.0 && p < 1.0, "dropout: p must be in [0, 1], got {}", p);
   return ReluDropoutFn::apply(x, p);
+}
+
+bool attention_core_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& bias, int64_t heads) {
+  if (!sgemm_fn() || !q.device().is_cpu() || q.scalar_type() != torch::kFloat || k.scalar_type() != torch::kFloat ||
+      v.scalar_type() != torch::kFloat || q.dim() != 3 || k.dim() != 3 || v.sizes() != k.sizes() ||
+      q.size(0) != k.size(0) || q.size(2) != k.size(2) || heads <= 0 || q.size(2) % heads != 0)
+    return false;
+  if (bias.defined()) {  // broadcastable to (B, H, Tq, Tk), float
+    if (bias.scalar_type() != torch::kFloat || bias.dim() > 4) return false;
+    const std::vector<int64_t> full{q.size(0), heads, q.size(1), k.size(1)};
+    const int64_t off = 4 - bias.dim();
+    for (int64_t i = 0; i < bias.dim(); ++i)
+      if (bias.size(i) != 1 && bias.size(i) != full[static_cast<size_t>(off + i)]) return false;
+  }
+  const int64_t big = int64_t{1} << 30;  // BLAS takes int dimensions
+  return q.size(1) < big && k.size(1) < big && q.size(2) < big;
+}
+
+torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& bias, int64_t heads, double p, bool train) {
+  DAEI_CHECK(attention_core_supported(q, k, v, bias, heads), "attention_core: unsupported shapes or dtypes");
+  DAEI_CHECK(p >= 0.0 && p < 1.0, "attention_core: dropout p must be in [0, 1), got {}", p);
+  // An undefined tensor cannot be an autograd input in libtorch 1.13: no bias travels as an empty tensor.
+  return AttentionCoreFn::apply(q, k, v, bias.defined() ? bias : torch::empty({0}, q.options()), heads, p, train);
 }
 
 bool rms_norm_supported(const torch::Tensor& x, const torch::Tensor& w) {

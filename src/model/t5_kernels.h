@@ -8,12 +8,13 @@
 namespace daei {
 
 // Switches for the fused paths, all on by default. They exist so that bench/entries.cpp (t5-step) can time each
-// lever alone, and DAEI_T5_KERNELS (none | all | dropout,norm,ce,residual) sets them at start-up for measuring runs.
+// lever alone, and DAEI_T5_KERNELS (none | all | dropout,norm,ce,residual,attention) sets them at start-up for measuring runs.
 struct T5Speed {
   bool fast_dropout = true;  // fast_dropout() instead of torch::dropout
   bool fused_norm = true;    // rms_norm() as one autograd node instead of 6 ops
   bool fused_ce = true;      // linear_cross_entropy_sum() instead of linear + log_softmax + nll per chunk
   bool fused_residual = true;  // t5_dropout_add / t5_relu_dropout: the dropout applied in the add's / relu's pass
+  bool fused_attention = true;  // attention_core() instead of transposes + matmul + add + softmax + dropout + matmul
 };
 T5Speed& t5_speed();
 
@@ -30,6 +31,15 @@ torch::Tensor t5_dropout(const torch::Tensor& x, double p, bool train);
 // the op chains with t5_dropout when t5_speed().fused_residual is off.
 torch::Tensor t5_dropout_add(const torch::Tensor& h, const torch::Tensor& y, double p, bool train);
 torch::Tensor t5_relu_dropout(const torch::Tensor& x, double p, bool train);
+
+// softmax(Q Kᵀ + bias) (with dropout when training) · V for q (B, Tq, H·d_kv), k and v (B, Tk, H·d_kv), bias
+// broadcastable to (B, H, Tq, Tk); result (B, Tq, H·d_kv). One sgemm per (batch, head) on the projections' own
+// layout (no transposing copies, no at::bmm per-matrix dispatch); saves the probabilities and a byte mask. float32
+// on CPU only, and only where the process's BLAS exports sgemm_.
+bool attention_core_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& bias, int64_t heads);
+torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& bias, int64_t heads, double p, bool train);
 
 // T5LayerNorm (RMS norm, no mean subtraction, no bias): w * x / sqrt(mean(x^2) + eps) over the last dimension, as one
 // autograd node (forward saves 1/rms per row; backward is one pass). float32 or float64 x and w of one dtype only.
