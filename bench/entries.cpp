@@ -7,6 +7,9 @@
 //                and the exact divergence (d VJPs) for comparison
 //   t5-step      stage-2 step of the small inverter (forward + backward + AdamW), with its counted matmul FLOPs;
 //                under mpirun with --mpi 1: data parallel, gradients averaged by GradReducer
+//                --fast-dropout/--fused-norm/--fused-ce/--fused-residual/--fused-attention 0|1 turn the T5 step's fused kernels off one by one
+//   t5-levers    the same step in one process with each fused kernel alone (and all, none, and dropout 0),
+//                configurations interleaved step by step so that all see the same load
 //   t5-generate  greedy decoding, batch B, --label-len tokens (eos forbidden so every run decodes all of them)
 //   t5-epoch     one epoch over texts of the token lengths in --lengths: per-batch padding to the longest row,
 //                length-bucketed batches, real-token-only loss
@@ -17,6 +20,7 @@
 #include <mpi.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +40,7 @@
 #include "dist/mpi_process.h"
 #include "model/generate.h"
 #include "model/inverter.h"
+#include "model/t5_kernels.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "stages/pcgrad.h"
@@ -195,8 +200,16 @@ InverterConfig inverter_config() {
   c.t5.d_ff = arg("d-ff", 1024);
   c.t5.num_layers = c.t5.num_decoder_layers = arg("layers", 2);
   c.t5.feed_forward_proj = "relu";
-  c.t5.dropout_rate = 0.1;
+  c.t5.dropout_rate = arg("dropout-pct", 10) / 100.0;
   return c;
+}
+
+void set_t5_speed() {
+  t5_speed().fast_dropout = arg("fast-dropout", 1) != 0;
+  t5_speed().fused_norm = arg("fused-norm", 1) != 0;
+  t5_speed().fused_ce = arg("fused-ce", 1) != 0;
+  t5_speed().fused_residual = arg("fused-residual", 1) != 0;
+  t5_speed().fused_attention = arg("fused-attention", 1) != 0;
 }
 
 // Matmul FLOPs of one teacher-forced forward (2·m·n·k each), S encoder positions, T decoder positions, N label
@@ -222,6 +235,7 @@ json cmd_t5_step(bool mpi) {
   const int rank = comm ? comm->rank() : 0;
   const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
   auto c = inverter_config();
+  set_t5_speed();
   torch::manual_seed(0);
   Inverter m(c);
   m->train();
@@ -234,7 +248,12 @@ json cmd_t5_step(bool mpi) {
   torch::manual_seed(1 + rank);
   std::vector<double> times, reduce_times;
   Usage u;
+  // --profile FILE: a chrome trace of the steps after the warm-up (libtorch's legacy profiler), for finding the ops
+  // that cost; timings of a profiled run are not reported figures.
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
   for (int64_t s = 0; s < steps + 1; ++s) {
+    if (s == 1 && !sarg("profile", "").empty())
+      prof = std::make_unique<torch::autograd::profiler::RecordProfile>(sarg("profile", ""));
     auto e = torch::randn({B, c.dim});
     auto labels = random_labels(B, T, c.t5.vocab_size);
     const double t0 = now();
@@ -247,12 +266,66 @@ json cmd_t5_step(bool mpi) {
     opt.step();
     if (s > 0) times.push_back(now() - t0), reduce_times.push_back(t2 - t1);
   }
+  prof.reset();
   int64_t n = 0;
   for (auto& p : m->parameters()) n += p.numel();
   json j{{"times", times}, {"flops", 3 * t5_forward_flops(c, B, T, B * T)}, {"params", n}, {"batch", B},
          {"label_len", T}, {"rank", rank}};
   if (red) j["reduce_times"] = reduce_times;
   u.fill(j);
+  return j;
+}
+
+// Step time with each lever of issue 24 item 2 alone. One process, one model; every round runs one step of each
+// configuration in turn (after a warm-up round), so load changes hit all of them alike. "none" is the libtorch op
+// chains, "all" the default; "dropout0" is the default with every dropout rate set to 0 (not the same work: the
+// figure says what the dropouts cost in all).
+json cmd_t5_levers() {
+  const int64_t rounds = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
+  auto c = inverter_config();
+  torch::manual_seed(0);
+  Inverter m(c);
+  m->train();
+  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
+  struct Cfg {
+    const char* name;
+    T5Speed s;
+    bool no_dropout;
+  };
+  const std::vector<Cfg> cfgs = {{"none", {false, false, false, false, false}, false},
+                                 {"fast_dropout", {true, false, false, false, false}, false},
+                                 {"fused_norm", {false, true, false, false, false}, false},
+                                 {"fused_ce", {false, false, true, false, false}, false},
+                                 {"fused_residual", {false, false, false, true, false}, false},
+                                 {"fused_attention", {false, false, false, false, true}, false},
+                                 {"all", {true, true, true, true, true}, false},
+                                 {"dropout0", {true, true, true, true, true}, true}};
+  auto set_rate = [&](double p) {
+    for (auto& mod : m->modules(/*include_self=*/false)) {
+      if (auto* a = mod->as<T5AttentionImpl>()) a->dropout = p;
+      if (auto* d = mod->as<T5DenseImpl>()) d->dropout = p;
+      if (auto* st = mod->as<T5StackImpl>()) st->cfg.dropout_rate = p;
+    }
+  };
+  torch::manual_seed(1);
+  std::map<std::string, std::vector<double>> times;
+  for (int64_t r = 0; r < rounds + 1; ++r) {
+    for (const auto& cf : cfgs) {
+      t5_speed() = cf.s;
+      set_rate(cf.no_dropout ? 0.0 : c.t5.dropout_rate);
+      auto e = torch::randn({B, c.dim});
+      auto labels = random_labels(B, T, c.t5.vocab_size);
+      const double t0 = now();
+      opt.zero_grad();
+      auto l = m->loss(e, labels);
+      (l.sum / static_cast<double>(l.count)).backward();
+      opt.step();
+      if (r > 0) times[cf.name].push_back(now() - t0);
+    }
+  }
+  t5_speed() = T5Speed{};
+  json j{{"configs", times}, {"batch", B}, {"label_len", T}, {"dropout", c.t5.dropout_rate}};
+  j["times"] = times["all"];
   return j;
 }
 
@@ -472,7 +545,7 @@ json cmd_matmul() {
 int main(int argc, char** argv) try {
   const std::string malloc_mode = configure_allocator();
   if (argc < 2) {
-    std::cerr << "usage: bench_entries matmul|sure|sure-var|t5-step|t5-generate|t5-epoch|allreduce|stage3-step [--key value ...]\n";
+    std::cerr << "usage: bench_entries matmul|sure|sure-var|t5-step|t5-levers|t5-generate|t5-epoch|allreduce|stage3-step [--key value ...]\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -485,6 +558,7 @@ int main(int argc, char** argv) try {
   else if (cmd == "sure") j = cmd_sure(mpi);
   else if (cmd == "sure-var") j = cmd_sure_var();
   else if (cmd == "t5-step") j = cmd_t5_step(mpi);
+  else if (cmd == "t5-levers") j = cmd_t5_levers();
   else if (cmd == "t5-generate") j = cmd_t5_generate();
   else if (cmd == "t5-epoch") j = cmd_t5_epoch();
   else if (cmd == "allreduce") j = cmd_allreduce();

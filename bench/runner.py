@@ -258,7 +258,7 @@ def main():
             jb = run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)))[0]
             rb.append(jb)
             vb.append(med(jb["times"]))
-        add(entry("stage2_step", med(va), med(vb), med(vb) / med(va), 1.1, "s/step (ratio = reference/daei)", S2, 1,
+        add(entry("stage2_step", med(va), med(vb), med(vb) / med(va), 1.5, "s/step (ratio = reference/daei)", S2, 1,
                   "%d processes × %d steps each side" % (rounds, st2), spread(va), spread(vb),
                   extra=dict(minflt_daei=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
                              maxrss_kb=max(r["maxrss_kb"] for r in ra), params=ra[0]["params"])))
@@ -272,6 +272,22 @@ def main():
                                                        python_ratio=med(rate_ref) / med(mm))))
         flop["mm"] = med(mm)
     guarded("stage2_step", e2)
+
+    # Issue 24 item 2: the T5 step's fused kernels one at a time (bench_entries t5-levers: one process, one model,
+    # the configurations interleaved step by step). value = s/step with that lever alone, reference = s/step with
+    # none (libtorch op chains), ratio = speed-up; "all" is the default build, "dropout0" all levers at dropout 0.
+    def e2l():
+        per = {}
+        for _ in range(rounds):
+            j = run_json([B, "t5-levers"] + cpp2(dict(S2, steps=st2 + 1)))[0]
+            for k, v in j["configs"].items():
+                per.setdefault(k, []).append(med(v))
+        none = per["none"]
+        for k in ("fast_dropout", "fused_residual", "fused_attention", "fused_norm", "fused_ce", "all", "dropout0"):
+            add(entry("stage2_lever_" + k, med(per[k]), med(none), med(none) / med(per[k]), "report",
+                      "s/step with this lever alone (reference: no lever; ratio = speed-up)", S2, 1,
+                      "%d processes × %d interleaved rounds" % (rounds, st2 + 1), spread(per[k]), spread(none)))
+    guarded("stage2_levers", e2l)
 
     def e2g():
         va, vb, ra, rb = alternate(lambda: run_json([B, "t5-generate"] + cpp2(dict(S2, steps=st2)))[0],

@@ -8,6 +8,7 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "model/generate.h"
+#include "model/t5_kernels.h"
 
 namespace daei {
 using json = nlohmann::json;
@@ -22,11 +23,20 @@ TokenLoss t5_token_loss(T5ModelImpl& t5, const at::Tensor& hidden, const at::Ten
     out.sum = hidden.sum() * 0.0;  // keeps the graph (and the gradient schema) of an empty micro-batch
     return out;
   }
-  auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, keep);
-  auto y = flat_labels.index_select(0, keep);
+  // No gather when every position is a real token (fixed-length batches).
+  const bool all = out.count == flat_labels.numel();
+  auto h = all ? hidden.reshape({-1, hidden.size(-1)}) : hidden.reshape({-1, hidden.size(-1)}).index_select(0, keep);
+  auto y = all ? flat_labels : flat_labels.index_select(0, keep);
   const bool tied = t5.cfg.tie_word_embeddings;
   const auto& w = tied ? t5.shared->weight : t5.lm_head->weight;
   if (tied) h = h * std::pow(static_cast<double>(t5.cfg.d_model), -0.5);
+  if (t5_speed().fused_ce && linear_cross_entropy_supported(h, w)) {
+    // One reused logits buffer of 16 MiB at most (it stays below the allocator's mmap threshold, so no fresh
+    // pages each step); the gradients are formed in the forward, so no log-probabilities are kept for backward.
+    const int64_t rows = std::max<int64_t>(1, (int64_t{16} << 20) / (4 * w.size(0)));  // 16 MiB of logits
+    out.sum = linear_cross_entropy_sum(h, w, y, std::min(chunk, rows));
+    return out;
+  }
   std::vector<at::Tensor> parts;
   for (int64_t i = 0; i < out.count; i += chunk) {
     const int64_t n = std::min(chunk, out.count - i);

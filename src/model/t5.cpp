@@ -10,6 +10,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "model/t5_kernels.h"
 
 namespace daei {
 namespace {
@@ -109,6 +110,8 @@ T5LayerNormImpl::T5LayerNormImpl(int64_t d, double e) : eps(e) {
 }
 
 torch::Tensor T5LayerNormImpl::forward(const torch::Tensor& x) {
+  // One fused node in fp32/fp64 (same math); the op chain below for half/bf16 weights (fp32 variance, as HF).
+  if (t5_speed().fused_norm && rms_norm_supported(x, weight)) return rms_norm(x, weight, eps);
   auto var = x.to(torch::kFloat).pow(2).mean(-1, /*keepdim=*/true);
   auto y = x * torch::rsqrt(var + eps);
   if (weight.scalar_type() == torch::kHalf || weight.scalar_type() == torch::kBFloat16) y = y.to(weight.scalar_type());
@@ -148,7 +151,15 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
                                        torch::Tensor* cache_k, torch::Tensor* cache_v, bool static_kv) {
   const int64_t B = x.size(0), Tq = x.size(1);
   auto shape = [&](const torch::Tensor& t) { return t.view({B, -1, n_heads, d_kv}).transpose(1, 2); };
-  auto qs = shape(q->forward(x));
+  auto qx = q->forward(x);
+  if (!cache_k && t5_speed().fused_attention) {  // teacher-forced (no key/value cache): the fused core
+    auto kx = k->forward(kv.defined() ? kv : x);
+    auto vx = v->forward(kv.defined() ? kv : x);
+    if (attention_core_supported(qx, kx, vx, bias, n_heads))
+      return o->forward(attention_core(qx, kx, vx, bias, n_heads, dropout, is_training()));
+    return attend(shape(qx), shape(kx), shape(vx), bias, B, Tq);
+  }
+  auto qs = shape(qx);
   torch::Tensor ks, vs;
   if (kv.defined()) {  // cross-attention: keys/values from the encoder, computed once when cached
     if (cache_k && static_kv && cache_k->defined()) {
@@ -174,10 +185,15 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
       *cache_v = vs;
     }
   }
+  return attend(qs, ks, vs, bias, B, Tq);
+}
+
+torch::Tensor T5AttentionImpl::attend(const torch::Tensor& qs, const torch::Tensor& ks, const torch::Tensor& vs,
+                                      const torch::Tensor& bias, int64_t B, int64_t Tq) {
   auto scores = torch::matmul(qs, ks.transpose(2, 3));  // no 1/sqrt(d_kv) in T5
   if (bias.defined()) scores = scores + bias;
   auto w = torch::softmax(scores.to(torch::kFloat), -1).to(scores.scalar_type());
-  w = torch::dropout(w, dropout, is_training());
+  w = t5_dropout(w, dropout, is_training());
   auto out = torch::matmul(w, vs).transpose(1, 2).reshape({B, Tq, n_heads * d_kv});
   return o->forward(out);
 }
@@ -200,11 +216,13 @@ T5DenseImpl::T5DenseImpl(const T5Config& c) : gated(c.gated()), act(t5_act_name(
 
 torch::Tensor T5DenseImpl::forward(const torch::Tensor& x) {
   torch::Tensor h;
-  if (gated)
-    h = activation(wi_0->forward(x), act) * wi_1->forward(x);
-  else
-    h = activation(wi->forward(x), act);
-  h = torch::dropout(h, dropout, is_training());
+  if (gated) {
+    h = t5_dropout(activation(wi_0->forward(x), act) * wi_1->forward(x), dropout, is_training());
+  } else if (act == "relu") {
+    h = t5_relu_dropout(wi->forward(x), dropout, is_training());
+  } else {
+    h = t5_dropout(activation(wi->forward(x), act), dropout, is_training());
+  }
   return wo->forward(h);
 }
 
@@ -241,7 +259,7 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& inputs_embeds, const tor
                                    const torch::Tensor& enc, const torch::Tensor& enc_mask, T5Cache* cache) {
   DAEI_ASSERT(cache == nullptr || is_decoder, "t5: a key/value cache is for the decoder stack only");
   const double p = cfg.dropout_rate;
-  auto h = torch::dropout(inputs_embeds, p, is_training());
+  auto h = t5_dropout(inputs_embeds, p, is_training());
   const int64_t T = h.size(1);
   const int64_t past = cache ? cache->length() : 0;
   const int64_t Tk = past + T;
@@ -277,23 +295,24 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& inputs_embeds, const tor
   for (size_t i = 0; i < block->size(); ++i) {
     auto& layers = block->ptr<T5BlockImpl>(i)->layer;
     auto sa = layers->ptr<T5SubLayerImpl>(0);
-    h = h + torch::dropout(sa->attn->forward(sa->layer_norm->forward(h), {}, self_bias,
-                                             cache ? &cache->self_k[i] : nullptr,
-                                             cache ? &cache->self_v[i] : nullptr),
-                           p, is_training());
+    h = t5_dropout_add(h,
+                       sa->attn->forward(sa->layer_norm->forward(h), {}, self_bias, cache ? &cache->self_k[i] : nullptr,
+                                         cache ? &cache->self_v[i] : nullptr),
+                       p, is_training());
     size_t next = 1;
     if (is_decoder) {
       auto ca = layers->ptr<T5SubLayerImpl>(next++);
-      h = h + torch::dropout(ca->attn->forward(ca->layer_norm->forward(h), enc, cross_bias,
-                                               cache ? &cache->cross_k[i] : nullptr,
-                                               cache ? &cache->cross_v[i] : nullptr, /*static_kv=*/true),
-                             p, is_training());
+      h = t5_dropout_add(h,
+                         ca->attn->forward(ca->layer_norm->forward(h), enc, cross_bias,
+                                           cache ? &cache->cross_k[i] : nullptr, cache ? &cache->cross_v[i] : nullptr,
+                                           /*static_kv=*/true),
+                         p, is_training());
     }
     auto ff = layers->ptr<T5SubLayerImpl>(next);
-    h = h + torch::dropout(ff->ff->forward(ff->layer_norm->forward(h)), p, is_training());
+    h = t5_dropout_add(h, ff->ff->forward(ff->layer_norm->forward(h)), p, is_training());
   }
   h = final_layer_norm->forward(h);
-  return torch::dropout(h, p, is_training());
+  return t5_dropout(h, p, is_training());
 }
 
 // ---------------------------------------------------------------------------------------------- models

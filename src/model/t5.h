@@ -99,6 +99,9 @@ class T5AttentionImpl : public torch::nn::Module {
   // bias: position bias + additive mask, broadcastable to (B, H, Tq, Tk). cache_k/v: optional in/out.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& kv, const torch::Tensor& bias,
                         torch::Tensor* cache_k = nullptr, torch::Tensor* cache_v = nullptr, bool static_kv = false);
+  // (B, H, T, d_kv) queries/keys/values → softmax(q kᵀ + bias), dropout, · v, output projection.
+  torch::Tensor attend(const torch::Tensor& qs, const torch::Tensor& ks, const torch::Tensor& vs,
+                       const torch::Tensor& bias, int64_t B, int64_t Tq);
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
   torch::nn::Embedding relative_attention_bias{nullptr};
   bool is_decoder;
