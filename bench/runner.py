@@ -165,7 +165,7 @@ def main():
 
     def save(final=False):
         wall = time.time() - t_start
-        meta = dict(command="nice -n 5 bench/run.sh" + (" --quick" if Q else "") + (" --only " + a.only if a.only else ""),
+        meta = dict(command=(f"nice -n {os.nice(0)} " if os.nice(0) > 0 else "") + "bench/run.sh" + (" --quick" if Q else "") + (" --only " + a.only if a.only else ""),
                     git_revision=subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
                                                 text=True).stdout.strip(),
                     dirty=subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "bench", ":!bench/results*",
