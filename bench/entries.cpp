@@ -205,11 +205,11 @@ InverterConfig inverter_config() {
 }
 
 void set_t5_speed() {
-  t5_speed().fast_dropout = arg("fast-dropout", 1) != 0;
-  t5_speed().fused_norm = arg("fused-norm", 1) != 0;
-  t5_speed().fused_ce = arg("fused-ce", 1) != 0;
-  t5_speed().fused_residual = arg("fused-residual", 1) != 0;
-  t5_speed().fused_attention = arg("fused-attention", 1) != 0;
+  t5_speed().fast_dropout = flag_arg("fast-dropout", true);
+  t5_speed().fused_norm = flag_arg("fused-norm", true);
+  t5_speed().fused_ce = flag_arg("fused-ce", true);
+  t5_speed().fused_residual = flag_arg("fused-residual", true);
+  t5_speed().fused_attention = flag_arg("fused-attention", true);
 }
 
 // Matmul FLOPs of one teacher-forced forward (2·m·n·k each), S encoder positions, T decoder positions, N label
@@ -233,7 +233,7 @@ json cmd_t5_step(bool mpi) {
   std::unique_ptr<Communicator> comm;
   if (mpi) comm = make_mpi_communicator();
   const int rank = comm ? comm->rank() : 0;
-  const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
+  const int64_t steps = arg("steps", 3, 1), B = arg("batch", 64, 1), T = arg("label-len", 32, 1);
   auto c = inverter_config();
   set_t5_speed();
   torch::manual_seed(0);
@@ -281,7 +281,7 @@ json cmd_t5_step(bool mpi) {
 // chains, "all" the default; "dropout0" is the default with every dropout rate set to 0 (not the same work: the
 // figure says what the dropouts cost in all).
 json cmd_t5_levers() {
-  const int64_t rounds = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
+  const int64_t rounds = arg("steps", 3, 1), B = arg("batch", 64, 1), T = arg("label-len", 32, 1);
   auto c = inverter_config();
   torch::manual_seed(0);
   Inverter m(c);

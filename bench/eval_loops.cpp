@@ -186,7 +186,7 @@ int main(int argc, char** argv) try {
   std::cout << j.dump() << std::endl;
   return 0;
 } catch (const std::invalid_argument& e) {
-  std::cerr << "bench_eval_loops: an argument is not a number\n";
+  std::cerr << "bench_eval_loops: " << e.what() << "\n";
   return 2;
 } catch (const std::exception& e) {
   std::cerr << "bench_eval_loops: " << e.what() << "\n";

@@ -308,40 +308,33 @@ int run_command(Context& ctx, const TrainCommand& cmd) {
 
 namespace {
 
-SubcommandSpec spec() {
-  SubcommandSpec s{
-    {"train"},
+// `train` and `pretrain` (= `train --stage pretrain`, the pipeline step of issue 22 item 2 under its own name).
+SubcommandSpec train_spec(const std::string& name, const std::string& help, void (*add)(CLI::App&, TrainCommand&)) {
+  SubcommandSpec s{{name}, help, bind_options<TrainCommand>(add, run_command, validate_command)};
+  s.commits_config = true;
+  return s;
+}
+
+void add_pretrain_flags(CLI::App& app, TrainCommand& o) {
+  o.stage = "pretrain";
+  add_resume_flags(app, o);
+}
+
+DAEI_SUBCOMMAND(train_spec(
+    "train",
     "train one stage (1: SURE DAE; 2: inverter on DAE(y); 3: joint SURE + CE with PCGrad; 4: corrector; noisy-inverter, wiener-inverter, "
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
     "clean-corrector: the clean reference's corrector (reference.corrector); pretrain: a T5 pretrained with span corruption on the "
     "training texts, the start of every inverter when pretrain.enabled; "
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
     "zsinvert, trained on texts only); --resume continues from the newest checkpoint",
-    bind_options<TrainCommand>(add_flags, run_command, validate_command)};
-  s.commits_config = true;
-  return s;
-}
+    add_flags));
 
-DAEI_SUBCOMMAND(spec());
-
-// `daei pretrain` = `daei train --stage pretrain`: the pipeline step of issue 22 item 2 under its own name.
-void add_pretrain_flags(CLI::App& app, TrainCommand& o) {
-  o.stage = "pretrain";
-  app.add_flag("--resume", o.resume, "continue from the newest complete checkpoint");
-  app.add_flag("--force", o.force, "start again over an earlier run's checkpoints (archived, not deleted)");
-}
-
-SubcommandSpec pretrain_spec() {
-  SubcommandSpec s{{"pretrain"},
-                   "pretrain a T5 of the inverters' shape with T5 span corruption on the training texts only (no "
-                   "embeddings); with pretrain.enabled every inverter and fresh corrector starts from it "
-                   "(= train --stage pretrain)",
-                   bind_options<TrainCommand>(add_pretrain_flags, run_command, validate_command)};
-  s.commits_config = true;
-  return s;
-}
-
-DAEI_SUBCOMMAND(pretrain_spec());
+DAEI_SUBCOMMAND(train_spec("pretrain",
+                           "pretrain a T5 of the inverters' shape with T5 span corruption on the training texts only "
+                           "(no embeddings); with pretrain.enabled every inverter and fresh corrector starts from it "
+                           "(= train --stage pretrain)",
+                           add_pretrain_flags));
 
 }  // namespace
 }  // namespace daei::cli

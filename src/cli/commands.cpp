@@ -20,6 +20,10 @@ void add_flags(CLI::App& app, TrainCommand& o) {
                  "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | "
                  "stage2-continued | lm | pretrain | wiener-inverter | clean-corrector")
       ->required();
+  add_resume_flags(app, o);
+}
+
+void add_resume_flags(CLI::App& app, TrainCommand& o) {
   app.add_flag("--resume", o.resume, "continue from the newest complete checkpoint");
   app.add_flag("--force", o.force, "start again over an earlier run's checkpoints (archived, not deleted)");
 }

@@ -43,6 +43,7 @@ struct EvalCommand {  // daei eval
 void add_flags(CLI::App& app, CorpusBuildCommand& o);
 void add_flags(CLI::App& app, CacheBuildCommand& o);
 void add_flags(CLI::App& app, TrainCommand& o);
+void add_resume_flags(CLI::App& app, TrainCommand& o);  // --resume, --force (add_flags has them beside --stage)
 void add_flags(CLI::App& app, HypothesesCommand& o);
 void add_flags(CLI::App& app, EvalCommand& o);
 

@@ -28,6 +28,7 @@
 #ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
+#include "model/t5_kernels.h"
 
 namespace daei::cli {
 namespace {
@@ -298,6 +299,7 @@ int main(int argc, char** argv) {
 
   int rc = kExitOk;
   try {
+    t5_speed();  // reads DAEI_T5_KERNELS once: a bad value stops here, before any command writes
     if (chosen) {
       rc = run_subcommand(*chosen->spec, chosen->command, opt, argc, argv);
     } else if (opt.dump_config) {

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <mutex>
 #include <vector>
@@ -26,13 +27,20 @@ namespace {
 T5Speed speed_from_env() {
   T5Speed s;
   const char* v = std::getenv("DAEI_T5_KERNELS");
-  if (!v || std::string(v) == "all") return s;
-  const std::string list = std::string(",") + v + ",";
-  s.fast_dropout = list.find(",dropout,") != std::string::npos;
-  s.fused_norm = list.find(",norm,") != std::string::npos;
-  s.fused_ce = list.find(",ce,") != std::string::npos;
-  s.fused_residual = list.find(",residual,") != std::string::npos;
-  s.fused_attention = list.find(",attention,") != std::string::npos;
+  if (!v || !*v || std::string(v) == "all") return s;
+  s = T5Speed{false, false, false, false, false};
+  if (std::string(v) == "none") return s;
+  std::string item;
+  for (std::istringstream in(v); std::getline(in, item, ',');) {
+    if (item == "dropout") s.fast_dropout = true;
+    else if (item == "norm") s.fused_norm = true;
+    else if (item == "ce") s.fused_ce = true;
+    else if (item == "residual") s.fused_residual = true;
+    else if (item == "attention") s.fused_attention = true;
+    else
+      throw UsageError(fmt::format("DAEI_T5_KERNELS='{}': '{}' is not one of all, none, or a comma list of dropout, norm, "
+                              "ce, residual, attention", v, item));
+  }
   return s;
 }
 }  // namespace

@@ -60,5 +60,11 @@ check "stage 1 resumes" 'grep -q "daei train --stage 1 --resume$" <<<"$plan"'
 check "each corrector's own --for" '[[ "$plan" == *"--for 4"*"--stage 4 --resume"*"--for dae-corrector"* ]]'
 check "no step forces" '[[ "$plan" != *"--force"* ]]'
 
+# DAEI_T5_KERNELS (which fused T5 kernels run; issue 24): a value it does not know stops every command before it
+# writes anything, in one line.
+err=$(DAEI_T5_KERNELS=dropout,bogus "$D" corpus build --set run.root=runsD 2>&1); rc=$?
+check "bad DAEI_T5_KERNELS refused" '[[ $rc -eq 2 && "$err" == *"DAEI_T5_KERNELS="*"bogus"*"is not one of all, none"* && $(wc -l <<<"$err") -eq 1 ]]'
+check "bad DAEI_T5_KERNELS wrote nothing" '[[ ! -e runsD ]]'
+
 echo "cli: $passes passed, $fails failed"
 [[ $fails -eq 0 ]]
