@@ -12,7 +12,10 @@ ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
 mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -np "$NP" \
   build/daei pipeline --config "$CONFIG"
-name=$(build/daei --config "$CONFIG" --dump-config | awk '/^run:/{r=1} r && /^  name:/{print $2; exit}')
-root=$(build/daei --config "$CONFIG" --dump-config | awk '/^run:/{r=1} r && /^  root:/{print $2; exit}')
+# The run folder from the resolved config. awk reads all of daei's output (no `exit`): under pipefail an early exit
+# would kill daei's next write with SIGPIPE and end this script with 141 after a complete run.
+config_value() { build/daei --config "$CONFIG" --dump-config | awk -v k="$1" '/^run:/{r=1} r && $1 == k":" && !v {v=$2} END{print v}'; }
+name=$(config_value name)
+root=$(config_value root)
 echo
 cat "${root:-runs}/${name:-quickstart}/eval/results.md"

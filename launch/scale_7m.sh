@@ -75,7 +75,7 @@ M[kill_exit]=$rc
 M[kill_end_s]=$(since "$t")
 log "stage 1 (7 M): rank process $victim killed with -9 after step 200; the job ended with exit $rc in ${M[kill_end_s]} s"
 "${MPI[@]}" -np 2 "$D" train --stage 1 "${common[@]}" --resume >"$OUT/stage1_7m.log" 2>&1
-M[resumed_from]=$(grep -o "resumed from [^ ]*" "$OUT/stage1_7m.log" | head -1 | sed 's/resumed from //')
+M[resumed_from]=$(grep -o "resumed from [^ ]*" "$OUT/stage1_7m.log" | sed -n '1s/resumed from //p')
 log "stage 1 (7 M): resumed from ${M[resumed_from]}"
 
 "${MPI[@]}" -np 2 "$D" train --stage 1 "${common[@]}" --set run.name=scale-192k >"$OUT/stage1_192k.log" 2>&1

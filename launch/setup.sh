@@ -21,7 +21,7 @@ PACKAGES=(
 
 missing=()
 for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 # node/npm: any install will do (the machine image ships one that conflicts with Debian's npm).
 command -v npm >/dev/null || missing+=(npm)
@@ -36,7 +36,7 @@ fi
 # (reference BLAS made a T5 step 5.6x slower, DESIGN.md).
 arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
 for lib in libblas.so.3 liblapack.so.3; do
-  want=$(update-alternatives --list "$lib-$arch" 2>/dev/null | grep openblas-pthread | head -1 || true)
+  want=$(update-alternatives --list "$lib-$arch" 2>/dev/null | grep openblas-pthread | sed -n 1p || true)
   if [[ -n "$want" ]]; then
     cur=$(readlink -f "/etc/alternatives/$lib-$arch" 2>/dev/null || true)
     [[ "$cur" == "$(readlink -f "$want")" ]] || update-alternatives --set "$lib-$arch" "$want" >/dev/null

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <torch/torch.h>
 
@@ -12,6 +13,7 @@
 #include "core/signals.h"
 #include "model/embedder.h"
 #include "model/http_embedder.h"
+#include "model/release_noise.h"
 
 namespace daei::cli {
 namespace {
@@ -25,24 +27,50 @@ SubcommandSpec release_command(const std::string& name, const std::string& help,
 struct EmbedCommand {
   std::vector<std::string> texts;
   bool as_json = false;
+  std::optional<uint64_t> noise_seed;  // tests and simulations only: a fixed, predictable noise key
 };
+
+// The release's answers: the defender's noise (release_noise.h) added here, or a remote noisy service's as they come.
+struct Release {
+  std::unique_ptr<ReleaseNoise> local;     // null: a remote release
+  std::shared_ptr<NoisyEmbedder> remote;   // its answers, nothing added
+  std::string id;
+  double sigma = 0;
+};
+
+Release open_release(const Config& cfg, std::optional<uint64_t> seed) {
+  Release r;
+  r.local = make_release(cfg, seed);
+  if (r.local) {
+    r.id = r.local->describe();
+    r.sigma = r.local->sigma();
+  } else {
+    r.remote = make_embedder(cfg);
+    r.id = r.remote->id();
+    r.sigma = r.remote->sigma();
+  }
+  return r;
+}
 
 int run_embed(Context& ctx, const EmbedCommand& cmd) {
   const std::vector<std::string>& texts = cmd.texts;
   DAEI_CHECK(!texts.empty(), "give at least one --text");
-  auto emb = make_embedder(ctx.config);
-  std::vector<std::string> keys;
-  for (const auto& t : texts) keys.push_back("embed/" + t);
-  at::Tensor noisy = emb->embed(texts, keys);
-  at::Tensor clean;
-  if (emb->adds_noise()) clean = emb->clean(texts);
+  const Release rel = open_release(ctx.config, cmd.noise_seed);
+  at::Tensor noisy, clean;
+  if (rel.local) {
+    clean = rel.local->clean(texts);
+    noisy = rel.local->add_noise(clean, texts);
+  } else {
+    noisy = rel.remote->embed(texts);
+  }
+  const std::string id = rel.local ? rel.local->describe() : rel.id;
   for (size_t i = 0; i < texts.size(); ++i) {
     auto row = [&](const at::Tensor& t) {
       auto r = t[i].contiguous();
       return std::vector<float>(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
     };
     if (cmd.as_json) {
-      nlohmann::json j{{"text", texts[i]}, {"embedder", emb->id()}, {"sigma", emb->sigma()}};
+      nlohmann::json j{{"text", texts[i]}, {"embedder", id}, {"sigma", rel.sigma}};
       j["clean"] = clean.defined() ? nlohmann::json(row(clean)) : nlohmann::json(nullptr);
       j["noisy"] = row(noisy);
       std::cout << j.dump() << "\n";
@@ -63,21 +91,25 @@ int run_embed(Context& ctx, const EmbedCommand& cmd) {
 struct ServeCommand {
   int port = -1;     // -1: server.port
   std::string host;  // empty: server.host
+  std::optional<uint64_t> noise_seed;
 };
 
 int run_serve(Context& ctx, const ServeCommand& cmd) {
-  auto emb = make_embedder(ctx.config);
+  const Release rel = open_release(ctx.config, cmd.noise_seed);
   auto opt = ServerOptions::from_config(ctx.config);
   if (cmd.port >= 0) opt.port = cmd.port;
   if (!cmd.host.empty()) opt.host = cmd.host;
   if (opt.host != "127.0.0.1" && opt.host != "localhost" && opt.host != "::1")
     LOG_WARN("[serve] binding {}: reachable from other hosts", opt.host);
-  EmbeddingServer server([emb](const std::vector<std::string>& t) { return emb->embed(t); }, opt);
+  const ReleaseNoise* local = rel.local.get();
+  const NoisyEmbedder* remote = rel.remote.get();
+  EmbeddingServer server(
+      [local, remote](const std::vector<std::string>& t) { return local ? local->embed(t) : remote->embed(t); }, opt);
   signals::install_stop_handlers();
   std::signal(SIGINT, [](int) { signals::request_stop(); });
   server.start();
-  LOG_INFO("[serve] {} (sigma {}, {} noise) on http://{}:{}/v1/embeddings{}", emb->id(), emb->sigma(),
-           emb->adds_noise() ? "local" : "remote", opt.host, server.port(), opt.api_key.empty() ? "" : " (bearer key)");
+  LOG_INFO("[serve] {} on http://{}:{}/v1/embeddings{}", rel.local ? rel.id : rel.id + " (remote noise, passed on)",
+           opt.host, server.port(), opt.api_key.empty() ? "" : " (bearer key)");
   std::cout << "listening http://" << opt.host << ":" << server.port() << std::endl;
   while (!signals::stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   server.stop();
@@ -110,10 +142,16 @@ int run_estimate(Context& ctx, const EstimateSigmaCommand& cmd) {
 void add_embed_flags(CLI::App& a, EmbedCommand& o) {
   a.add_option("--text", o.texts, "a text to embed (repeatable)")->required();
   a.add_flag("--json", o.as_json, "one JSON object a line: {text, clean, noisy}");
+  a.add_option("--noise-seed", o.noise_seed,
+               "a fixed noise key from this seed (tests and simulations only: the noise becomes predictable; default: "
+               "a secret key drawn from the OS)");
 }
 void add_serve_flags(CLI::App& a, ServeCommand& o) {
   a.add_option("--port", o.port, "port (default server.port; 0 picks a free one)");
   a.add_option("--host", o.host, "address to bind (default server.host = 127.0.0.1)");
+  a.add_option("--noise-seed", o.noise_seed,
+               "a fixed noise key from this seed (tests and simulations only: anyone who knows it can subtract the "
+               "noise; default: a secret key drawn from the OS at start, never logged)");
 }
 void add_estimate_flags(CLI::App& a, EstimateSigmaCommand& o) {
   a.add_flag("--json", o.as_json, "one JSON line: sigma_hat, rel_se, queries, ...");

@@ -153,6 +153,28 @@ std::string sha256_hex(const std::string& data) {
   return h.hex();
 }
 
+std::array<uint8_t, 32> hmac_sha256(const uint8_t* key, size_t key_len, const void* msg, size_t msg_len) {
+  uint8_t k[64] = {};
+  if (key_len > 64) {
+    Sha256 h;
+    h.update(key, key_len);
+    const auto d = h.digest();
+    std::memcpy(k, d.data(), d.size());
+  } else if (key_len) {
+    std::memcpy(k, key, key_len);
+  }
+  uint8_t ipad[64], opad[64];
+  for (int i = 0; i < 64; ++i) ipad[i] = k[i] ^ 0x36, opad[i] = k[i] ^ 0x5c;
+  Sha256 inner;
+  inner.update(ipad, 64);
+  inner.update(msg, msg_len);
+  const auto ih = inner.digest();
+  Sha256 outer;
+  outer.update(opad, 64);
+  outer.update(ih.data(), ih.size());
+  return outer.digest();
+}
+
 std::string sha256_file(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   DAEI_CHECK(f, "cannot read {}: {}", path, std::strerror(errno));

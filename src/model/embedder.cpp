@@ -161,7 +161,7 @@ NoisyEmbedder::NoisyEmbedder(std::shared_ptr<const Embedder> inner, double sigma
 }
 
 std::string NoisyEmbedder::id() const {
-  return add_noise_ ? fmt::format("{}+gauss(sigma={},seed={})", inner_->id(), sigma_, seed_)
+  return add_noise_ ? fmt::format("{}+gauss(sigma={},seed={}{})", inner_->id(), sigma_, seed_, per_text_ ? ",per_text" : "")
                     : fmt::format("{}(remote noise, sigma={})", inner_->id(), sigma_);
 }
 
@@ -183,7 +183,7 @@ std::pair<at::Tensor, at::Tensor> NoisyEmbedder::embed_with_clean(const std::vec
   std::vector<float> z(d);
   float* Y = y.data_ptr<float>();
   for (size_t i = 0; i < keys.size(); ++i) {
-    gaussian_noise(seed_, keys[i], z.data(), d);
+    gaussian_noise(seed_, per_text_ ? "text/" + texts[i] : keys[i], z.data(), d);
     for (int64_t k = 0; k < d; ++k) Y[i * d + k] += static_cast<float>(sigma_ * z[k]);
   }
   return {x, y};
@@ -227,7 +227,12 @@ bool noise_is_remote(const Config& cfg) {
 namespace {
 std::shared_ptr<NoisyEmbedder> embedder_at(const Config& cfg, double sigma) {
   const int64_t seed = cfg.integer("embedder.noise_seed");
-  return std::make_shared<NoisyEmbedder>(make_clean_embedder(cfg), sigma, uint64_t(seed), !noise_is_remote(cfg));
+  auto emb = std::make_shared<NoisyEmbedder>(make_clean_embedder(cfg), sigma, uint64_t(seed), !noise_is_remote(cfg));
+  const std::string mode = cfg.str("embedder.noise_mode");
+  DAEI_CHECK(mode == "fresh" || emb->adds_noise(), "embedder.noise_mode {} simulates a release's noise; a remote release "
+             "adds its own (set it on that service: server.noise_mode)", mode);
+  emb->key_noise_by_text(mode == "per_text");
+  return emb;
 }
 }  // namespace
 

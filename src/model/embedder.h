@@ -68,6 +68,10 @@ void gaussian_noise(uint64_t seed, const std::string& key, float* out, int64_t n
 class NoisyEmbedder {
  public:
   NoisyEmbedder(std::shared_ptr<const Embedder> inner, double sigma, uint64_t seed, bool add_noise = true);
+  // embedder.noise_mode per_text: the noise is keyed by the text, not by the caller's query key, so that every query
+  // of one text returns the same answer (a simulation of server.noise_mode per_text, release_noise.h).
+  void key_noise_by_text(bool on) { per_text_ = on; }
+  bool noise_keyed_by_text() const { return per_text_; }
   int64_t dim() const { return inner_->dim(); }
   double sigma() const { return sigma_; }
   uint64_t seed() const { return seed_; }
@@ -90,6 +94,7 @@ class NoisyEmbedder {
   double sigma_;
   uint64_t seed_;
   bool add_noise_;
+  bool per_text_ = false;
   mutable std::atomic<uint64_t> counter_{0};
 };
 

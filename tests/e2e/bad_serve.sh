@@ -31,7 +31,7 @@ echo "== listening sockets: only 127.0.0.1:$PORT (no MPI listener), backlog 1024
 socks=$(ss -Hltnp | grep "pid=$SERVER_PID," || true)
 echo "$socks"
 [[ $(echo "$socks" | wc -l) == 1 ]] || fail "the server listens on more than one socket"
-echo "$socks" | grep -q "127.0.0.1:$PORT " || fail "not 127.0.0.1:$PORT"
+grep -q "127.0.0.1:$PORT " <<<"$socks" || fail "not 127.0.0.1:$PORT"
 backlog=$(echo "$socks" | awk '{print $3}')
 want=$(( $(cat /proc/sys/net/core/somaxconn) < 1024 ? $(cat /proc/sys/net/core/somaxconn) : 1024 ))
 [[ $backlog == "$want" ]] || fail "listen backlog $backlog, want $want"

@@ -24,7 +24,7 @@ alive() { [[ -e /proc/$1 ]] && ! grep -q '^[^)]*) Z' "/proc/$1/stat" 2>/dev/null
 rank_pid() {  # MPIRUN_PID RANK: the pid of that rank among mpirun's children
   local p
   for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return 0; fi
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$2" >/dev/null; then echo "$p"; return 0; fi
   done
   return 1
 }

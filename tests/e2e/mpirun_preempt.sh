@@ -52,7 +52,7 @@ interrupt() {  # NAME SIGNAL TARGET(mpirun|script)
   bg=""
   [[ $rc == 75 ]] || { cat "$log"; echo "FAIL: $name: $sig to $target gave exit $rc, want 75"; exit 1; }
   local ck
-  ck=$(compgen -G "$T/$name/stage1/ckpt-*/DONE" | head -1) || { cat "$log"; echo "FAIL: $name: no DONE checkpoint"; exit 1; }
+  ck=$(compgen -G "$T/$name/stage1/ckpt-*/DONE" | sed -n 1p) || { cat "$log"; echo "FAIL: $name: no DONE checkpoint"; exit 1; }
   ck=$(basename "$(dirname "$ck")")
   [[ ! -e $T/$name/stage1/final ]] || { echo "FAIL: $name: the run finished before the signal; raise STEPS"; exit 1; }
   expect 0 "$T/$name.resume.log" "${LAUNCH[@]}" train --stage 1 "${common[@]}" --set run.name="$name" --resume

@@ -21,5 +21,11 @@ echo "shellcheck $(shellcheck --version | sed -n 's/^version: //p'): ${#strict[@
 rc=0
 shellcheck -x "${strict[@]}" || rc=1
 if ((${#others[@]})); then shellcheck -S error "${others[@]}" || rc=1; fi
+# Under `set -o pipefail`, a reader that stops early (head, grep -q, grep -m, awk's exit) kills the writer's next
+# write with SIGPIPE; the pipeline then fails (141) although it found what it wanted, which is how the quickstart
+# exited 141 after a complete run. Readers in pipelines must read to the end (sed -n 1p, grep >/dev/null).
+early=$(grep -nE '\|[[:space:]]*(head([[:space:]]|$)|grep[[:space:]]+-[[:alnum:]]*[qm]|awk[^|]*[;{[:space:]]exit)' \
+  launch/*.sh launch/slurm/* tests/e2e/*.sh tests/support/*.sh bench/*.sh .ci/run 2>/dev/null || true)
+if [[ -n $early ]]; then echo "$early"; echo "FAIL: a pipeline reader above stops early (SIGPIPE under pipefail)"; rc=1; fi
 ((rc == 0)) || { echo "FAIL: shellcheck findings above"; exit 1; }
 echo "shellcheck: OK (${strict[*]})"

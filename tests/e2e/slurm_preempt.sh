@@ -112,7 +112,7 @@ slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF" -N daei1
 for _ in $(seq 120); do [[ $(sinfo -h -o %t 2>/dev/null) == idle ]] && break; sleep 0.5; done
 [[ $(sinfo -h -o %t) == idle ]] || { sinfo; scontrol show node daei1; echo "FAIL: the node did not come up"; exit 1; }
-say "$(sinfo --version), $(munged --version 2>&1 | awk '{print $1}'), $(mpirun --version | head -1)"
+say "$(sinfo --version), $(munged --version 2>&1 | awk '{print $1}'), $(mpirun --version | sed -n 1p)"
 say "cluster up: node daei1 idle (ports $port_ctld/$port_d, $T)"
 
 # --- jobs --------------------------------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ submit() {  # NAME [sbatch options...] -- daei args...
      train --stage 1 "${common[@]}" --set run.name="$name" "$@")
 }
 state() { scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
-field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | sed -n 1p; }
 wait_for() {  # SECONDS WHAT COMMAND...: poll COMMAND every 0.5 s
   local limit=$1 what=$2; shift 2
   local t=$SECONDS
@@ -204,7 +204,7 @@ say "pre: exit 75 -> requeue -> resumed -> final weights bitwise equal to the un
 grep -h "^\[launch\]" "$T/pre.out" "$T/tl.out" | grep -E "restart|USR1|exit|requeue" | sed 's/^/    /'
 
 # --- srun ----------------------------------------------------------------------------------------------------------
-if srun --mpi=list 2>&1 | grep -qw pmix; then
+if srun --mpi=list 2>&1 | grep -w pmix >/dev/null; then
   rc=0
   timeout 120 srun --mpi=pmix -N1 -n2 --time=5 "$D" train --stage 1 "${common[@]}" --set stage1.steps=20 \
     --set run.name=pmix >"$T/pmix.out" 2>&1 || rc=$?

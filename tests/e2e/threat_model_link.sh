@@ -12,7 +12,7 @@ for lib in core dist model data stages; do
   f=$L/libdaei_$lib.a
   [[ -f $f ]] || { echo "FAIL: $f missing"; exit 1; }
   hits=$(nm -C --defined-only "$f" 2>/dev/null | grep -E "$pattern")
-  [[ -z $hits ]] || { echo "FAIL: libdaei_$lib.a defines the clean reader:"; echo "$hits" | head -5; exit 1; }
+  [[ -z $hits ]] || { echo "FAIL: libdaei_$lib.a defines the clean reader:"; sed -n 1,5p <<<"$hits"; exit 1; }
 done
 defs=$(nm -C --defined-only "$L/libdaei_eval.a")  # not piped into grep -q: nm's SIGPIPE would fail the pipeline
 for sym in "CleanCache::open" "clean_hypothesis_query" "clean_rows_as_dataset" "clean_rows_reader" \

@@ -26,6 +26,7 @@
 #include "model/tokenizer_spm.h"
 #include "stages/hypotheses.h"
 #include "stages/token_init.h"
+#include "test_seed.h"
 
 namespace daei::corrector_test {
 using namespace daei;
@@ -73,7 +74,7 @@ inline T5Config tiny_t5() {
 }
 
 inline Corrector tiny_corrector(uint64_t seed = 3) {
-  torch::manual_seed(seed);
+  torch::manual_seed(test::seed(seed));
   CorrectorConfig c;
   c.dim = kDim;
   c.repeat = kRepeat;

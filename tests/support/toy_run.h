@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "data/dataset.h"
+#include "test_seed.h"
 
 namespace daei::test {
 
@@ -18,7 +19,7 @@ inline std::vector<std::string> toy_texts(int64_t n, uint64_t seed = 5) {
   static const std::vector<std::string> words{"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "red",
                                               "house", "big", "small", "tree", "under", "blue", "sky", "bird",
                                               "sings", "loud", "river", "flows", "past", "old", "mill"};
-  SplitMix r(seed);
+  SplitMix r(test::seed(seed));
   std::vector<std::string> out;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t len = 2 + static_cast<int64_t>(r.below(9));  // 2..10 words: lengths differ within a batch
@@ -32,7 +33,7 @@ inline std::vector<std::string> toy_texts(int64_t n, uint64_t seed = 5) {
 // Embeddings that determine the text (a fixed random projection of a bag of words plus position), noised at sigma.
 inline std::shared_ptr<InMemoryDataset> toy_dataset(const std::vector<std::string>& texts, int64_t dim, double sigma,
                                                     uint64_t seed = 9, at::Tensor* clean_out = nullptr) {
-  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto g = at::make_generator<at::CPUGeneratorImpl>(test::seed(seed));
   const int64_t n = static_cast<int64_t>(texts.size());
   auto clean = torch::zeros({n, dim});
   for (int64_t i = 0; i < n; ++i) {
@@ -57,6 +58,7 @@ inline Config toy_config(int64_t steps, int64_t batch) {
         "train.progress_every_s=100.0", "train.plot=false", "dae.hidden=32", "dae.depth=2", "dae.dropout=0.1"}) {
     c.set(s, "test");
   }
+  c.set(fmt::format("run.seed={}", test::seed(uint64_t(c.integer("run.seed")))), "test");
   c.set(fmt::format("stage2.steps={}", steps), "test");
   c.set(fmt::format("stage3.steps={}", steps), "test");
   c.set(fmt::format("stage1.steps={}", steps), "test");

@@ -1,6 +1,7 @@
 // Issue 12: the corrector (input layout, mask, save/load) and DAEI's iterative correction (stopping rule, distinct
 // beam, query accounting, chunked embedding). Fixtures: tests/support/corrector_fixtures.h.
 #include "../support/corrector_fixtures.h"
+#include "../support/test_seed.h"
 
 using namespace daei;
 using namespace daei::corrector_test;
@@ -130,7 +131,7 @@ TEST(Corrector, SaveLoadRoundTrip) {
 // Warm start (issue 21): the corrector's T5 and T1 are exactly the inverter's tensors (names, shapes, values);
 // T2/T3 are copies of the inverter's transform or stay fresh; the LayerNorm stays fresh.
 TEST(Corrector, WarmStartCopiesTheInvertersTensors) {
-  torch::manual_seed(5);
+  torch::manual_seed(test::seed(5));
   InverterConfig ic;
   ic.dim = kDim;
   ic.repeat = kRepeat;
@@ -264,7 +265,7 @@ struct CountingBox {
 };
 
 DenoiseFn toy_dae() {
-  torch::manual_seed(17);
+  torch::manual_seed(test::seed(17));
   DaeOptions o;
   o.dim = kDim;
   o.hidden = 32;

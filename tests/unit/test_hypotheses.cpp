@@ -2,6 +2,7 @@
 // the token embeddings from black-box queries (inverter.token_init). Fixtures:
 // tests/support/corrector_fixtures.h.
 #include "../support/corrector_fixtures.h"
+#include "../support/test_seed.h"
 
 using namespace daei;
 using namespace daei::corrector_test;
@@ -31,7 +32,7 @@ struct HypFixture {
     c.batch_size = 4;
     c.dtype = "float32";
     build_cache(c, *emb, comm);
-    torch::manual_seed(21);
+    torch::manual_seed(test::seed(21));
     InverterConfig ic;
     ic.dim = kDim;
     ic.repeat = kRepeat;
@@ -241,7 +242,7 @@ TEST(Hypotheses, NoiseKeysIndependent) {
 TEST(TokenInit, RowsKeepTheQueriedGeometry) {
   auto box = noisy_embedder(0.01, 5);
   auto make = [] {
-    torch::manual_seed(4);
+    torch::manual_seed(test::seed(4));
     return T5Model(tiny_t5());
   };
   T5Model a = make(), b = make();

@@ -21,6 +21,7 @@
 #include "stages/pretrain.h"
 #include "stages/stage2.h"
 #include "stages/trainer.h"
+#include "../support/test_seed.h"
 
 using namespace daei;
 namespace fs = std::filesystem;
@@ -211,7 +212,7 @@ TEST(Pretrain, ResumeIsBitwiseAndLoadsIntoInverterAndCorrector) {
     }
     EXPECT_EQ(n, int64_t(in_file.size())) << "every tensor of the model came from the checkpoint";
   };
-  torch::manual_seed(0);
+  torch::manual_seed(test::seed(0));
   auto inv = make_inverter(cfg, 16, V);
   const auto projection = inv->embedding_transform->parameters()[0].clone();
   check(*inv->t5, load_pretrained_t5(*inv->t5, a));

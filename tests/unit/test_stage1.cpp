@@ -21,6 +21,7 @@
 #include "stages/sure.h"
 #include "stages/trainer.h"
 #include "../support/temp_dir.h"
+#include "../support/test_seed.h"
 
 using namespace daei;
 namespace fs = std::filesystem;
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 Dae small_dae(int64_t d, int64_t h, uint64_t seed) {
-  torch::manual_seed(seed);
+  torch::manual_seed(test::seed(seed));
   DaeOptions o;
   o.dim = d, o.hidden = h, o.depth = 2, o.dropout = 0.0;
   Dae dae(o);
@@ -191,7 +192,7 @@ TEST(Sigma, LogUniformScheduleDecaysToSigma0) {
 TEST(DaeTable, WienerFiltersOnGaussianData) {
   // Gaussian data: the noisy-only Wiener filter approaches the oracle; both beat the noisy input; the identity DAE
   // (zero output projection) equals the noisy input.
-  torch::manual_seed(11);
+  torch::manual_seed(test::seed(11));
   const int64_t d = 16;
   const double sigma = 0.3;
   // Latent scales from 1 down to 0.02: most directions are buried in the noise, where the filters gain most.
@@ -281,7 +282,7 @@ TEST(Trainer, GradientAccumulationMatchesOneBigBatch) {
 TEST(Trainer, PerGroupClippingAndSchedules) {
   // Two groups: the clipped group's gradient norm is at most its cap after the step hook; lr follows the schedule.
   LocalCommunicator comm;
-  torch::manual_seed(1);
+  torch::manual_seed(test::seed(1));
   auto lin1 = torch::nn::Linear(4, 4), lin2 = torch::nn::Linear(4, 1);
   TrainerOptions o;
   o.stage_dir = temp_dir("groups");

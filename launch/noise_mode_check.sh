@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# What server.noise_mode per_text is worth to a defender (issue 32): daei's query-averaged scoring
+# (correct.queries_per_candidate k = 1, 4, 8) against a fresh-noise release and a per-text one, on the quickstart's
+# trained models. Needs a complete quickstart run (launch/quickstart.sh). The per_text release is the same run copied
+# to runs/quickstart-per-text with embedder.noise_mode per_text and its evaluation caches rebuilt (every query of a
+# text, the evaluated texts' own included, answers with that text's noise); training is unchanged, since every
+# training text and hypothesis is queried once. Writes results/noise_mode.{md,json}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUN=${RUN:-runs/quickstart}
+COPY=${COPY:-runs/quickstart-per-text}
+read -r -a KS <<<"${KS:-1 4 8}"
+OUT=${OUT:-results}
+NP=${NP:-2}
+[[ -s $RUN/stage4/final/corrector/config.json && -s $RUN/noisy-corrector/final/corrector/config.json ]] ||
+  { echo "noise_mode_check: $RUN has no trained correctors (run launch/quickstart.sh first)" >&2; exit 2; }
+ROOT_FLAGS=()
+[[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
+mpi() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -np "$NP" build/daei "$@"; }
+# Eval settings the study shares (test split only; no sweep, no per-round table, no clean-hypothesis row).
+EVAL=(--set "eval.splits=[test]" --set eval.sweep=false --set eval.per_round=false
+      --set eval.clean_hypotheses_reference=false --set zsinvert.enabled=false)
+t0=$(date +%s)
+if [[ ! -d $COPY ]]; then
+  mkdir -p "$COPY"
+  # models, tokenizer, corpus, training cache: copied; the evaluation caches are rebuilt under per_text below
+  for d in corpus tokenizer stage1 stage2 stage3 stage4 noisy-inverter noisy-corrector dae-corrector clean-inverter \
+           clean-corrector wiener-inverter stage2-continued lm; do
+    [[ -e $RUN/$d ]] && cp -r "$RUN/$d" "$COPY/"
+  done
+  mkdir -p "$COPY/cache" && cp -r "$RUN/cache/train" "$COPY/cache/"
+  sed -e "s/^\(  name: \).*/\1$(basename "$COPY")/" -e 's/^\(  noise_mode: \)fresh/\1per_text/' \
+    "$RUN/config.yaml" >"$COPY/config.yaml"
+  grep -q "noise_mode: per_text" "$COPY/config.yaml" || { echo "noise_mode_check: no embedder.noise_mode in $RUN/config.yaml" >&2; exit 1; }
+fi
+PT=(--config "$COPY/config.yaml" --set run.root="$(dirname "$COPY")")
+for split in val test; do
+  build/daei cache build --split "$split" --clean "${PT[@]}" >"$COPY/cache_$split.log" 2>&1 || { tail "$COPY/cache_$split.log"; exit 1; }
+done
+for mode in fresh per_text; do
+  for k in "${KS[@]}"; do
+    dst=$OUT/noise_mode/$mode-k$k
+    [[ -s $dst/results.json ]] && continue
+    if [[ $mode == fresh ]]; then cfg=(--config "$RUN/config.yaml" --set run.root="$(dirname "$RUN")"); r=$RUN; else cfg=("${PT[@]}"); r=$COPY; fi
+    echo "[noise_mode] $mode, queries_per_candidate $k"
+    mpi eval "${cfg[@]}" "${EVAL[@]}" --set correct.queries_per_candidate="$k" >"$r/eval_k$k.log" 2>&1 ||
+      { tail -20 "$r/eval_k$k.log"; exit 1; }
+    mkdir -p "$dst" && cp "$r/eval/results.json" "$r/eval/results.md" "$dst/"
+  done
+done
+python3 - "$OUT" "$(( $(date +%s) - t0 ))" "${KS[@]}" <<'PY'
+import json, os, platform, subprocess, sys
+out, wall, ks = sys.argv[1], int(sys.argv[2]), [int(k) for k in sys.argv[3:]]
+rows, js = [], {}
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+for mode in ("fresh", "per_text"):
+    for k in ks:
+        r = json.load(open(f"{out}/noise_mode/{mode}-k{k}/results.json"))
+        t = r["splits"]["test"]["systems"]
+        for name in ("noisy-vec2text", "dae-corrected", "daei"):
+            s = t[name]
+            js.setdefault(mode, {}).setdefault(str(k), {})[name] = {x: s[x] for x in ("bleu", "bleu_ci", "token_f1", "token_f1_ci", "cos", "queries_per_text")}
+        rev = r["revision"]
+lines = [f"# What `server.noise_mode: per_text` is worth to a defender\n",
+         f"- command: `launch/noise_mode_check.sh` (after `launch/quickstart.sh`; eval on the test split, 300 texts, "
+         f"`correct.queries_per_candidate` k = {', '.join(map(str, ks))})",
+         f"- git revision: {rev}",
+         f"- machine: {os.cpu_count()} vCPUs ({cpu}), Debian 12",
+         f"- wall time: {wall // 60} min {wall % 60} s for the six evaluations and the per-text val/test caches\n",
+         "Every corrector queries each candidate k times and scores the mean of the k answers. Against `fresh` noise the",
+         "mean's noise variance is σ²/k; against `per_text` the k answers are identical, so k buys nothing, and a",
+         "candidate equal to the true text returns exactly the released vector.\n",
+         "| noise mode | k | system | BLEU | token F1 | cos | queries/text |", "|---|---|---|---|---|---|---|"]
+for mode in ("fresh", "per_text"):
+    for k in ks:
+        for name, s in js[mode][str(k)].items():
+            b, f = s["bleu_ci"], s["token_f1_ci"]
+            lines.append(f"| {mode} | {k} | {name} | {s['bleu']:.3f} [{b[0]:.3f}, {b[1]:.3f}] | {s['token_f1']:.3f} "
+                         f"[{f[0]:.3f}, {f[1]:.3f}] | {s['cos']:.3f} | {s['queries_per_text']:.1f} |")
+open(f"{out}/noise_mode.md", "w").write("\n".join(lines) + "\n")
+json.dump({"revision": rev, "wall_s": wall, "results": js}, open(f"{out}/noise_mode.json", "w"), indent=1)
+print("\n".join(lines))
+PY
