@@ -29,9 +29,11 @@ if [[ ! -d $COPY ]]; then
     [[ -e $RUN/$d ]] && cp -r "$RUN/$d" "$COPY/"
   done
   mkdir -p "$COPY/cache" && cp -r "$RUN/cache/train" "$COPY/cache/"
-  sed -e "s/^\(  name: \).*/\1$(basename "$COPY")/" -e 's/^\(  noise_mode: \)fresh/\1per_text/' \
+  # run.name and embedder.noise_mode (only in their sections: server.noise_mode is another key)
+  awk -v name="$(basename "$COPY")" '/^[a-z]/{sec=$1} sec=="run:" && $1=="name:"{sub(/name: .*/, "name: " name)}
+    sec=="embedder:" && $1=="noise_mode:"{sub(/noise_mode: fresh/, "noise_mode: per_text")} {print}' \
     "$RUN/config.yaml" >"$COPY/config.yaml"
-  grep -q "noise_mode: per_text" "$COPY/config.yaml" || { echo "noise_mode_check: no embedder.noise_mode in $RUN/config.yaml" >&2; exit 1; }
+  grep "noise_mode: per_text" "$COPY/config.yaml" >/dev/null || { echo "noise_mode_check: no embedder.noise_mode in $RUN/config.yaml" >&2; exit 1; }
 fi
 PT=(--config "$COPY/config.yaml" --set run.root="$(dirname "$COPY")")
 for split in val test; do

@@ -245,6 +245,12 @@ std::unique_ptr<Communicator> make_communicator(const Config& cfg, const Process
 }  // namespace daei::cli
 
 int main(int argc, char** argv) {
+  // First, before any other HDF5 call (it has no effect once HDF5 is initialised). HDF5 1.10.8, Debian 12's, has a
+  // bug (HDFGroup/hdf5#2257, fixed upstream in 2023): an H5Fclose that fails (ENOSPC while a shard is flushed: a full
+  // disk, or two ranks filling it at once) frees the file but keeps its ID, and HDF5's atexit handler
+  // H5_term_library closes it again: SIGSEGV after the error was reported (issue 32, e2e_bad_disk). daei closes every
+  // HDF5 object it opens (Hid), so the exit-time sweep has nothing else to do.
+  H5dont_atexit();
   daei::configure_allocator();  // malloc keeps freed blocks (DAEI_MALLOC=default turns it off; bench/results.md)
   using namespace daei;
   using namespace daei::cli;

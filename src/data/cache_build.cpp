@@ -47,10 +47,11 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   wo.clean = opt.clean;
   if (opt.clean && opt.clean_embedder) wo.manifest_extra["clean_embedder"] = opt.clean_embedder->id();
   wo.overlap_writes = true;  // the main thread embeds the next shard and does not touch HDF5 meanwhile
-  CacheWriter writer(wo, comm);
   // Rank 0 checks the request, locks the split folder (as the training stages lock theirs: a second build of the
-  // split is refused, naming its host and PID, before it removes anything) and counts and hashes the corpus.
+  // split is refused, naming its host and PID, before it removes anything) and counts and hashes the corpus. The lock
+  // is declared before the writer so that, on an error, it is released only after the writer's last shard ended.
   DirLock lock;
+  CacheWriter writer(wo, comm);
   const bool work = writer.plan([&] {
     DAEI_CHECK(!opt.clean || opt.split != "train" || opt.clean_train_reference,
                "clean embeddings of the training split are outside the threat model (the attack sees only noisy "

@@ -233,7 +233,15 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
   // Room for the shard (data + ~64 KB of metadata + chunk indexes)? A full disk is caught here, before HDF5 is
   // half-way through a file, in the common case; a failure inside HDF5 below ends the same way.
   {
-    const uint64_t need = uint64_t(n) * (d * es + 16) + blob.size() + (64 << 10);
+    // Every dataset is stored in whole chunks (write_dataset: chunk_bytes of rows, + 4 bytes of fletcher32 a chunk):
+    // the bytes of the rows alone underestimated a 10,000-row shard by a quarter, and the write then failed inside
+    // HDF5 instead of here.
+    auto stored = [&](int64_t rows, int64_t row_bytes) {
+      const int64_t r = std::max<int64_t>(rows, 1), cr = std::clamp<int64_t>(m.chunk_bytes / row_bytes, 1, r);
+      return uint64_t((r + cr - 1) / cr) * uint64_t(cr * row_bytes + 4);
+    };
+    const uint64_t need = stored(n, 8) + stored(n, d * int64_t(es)) + stored(int64_t(blob.size()), 1) +
+                          stored(n + 1, 8) + (64 << 10);
     struct statvfs vfs {};
     const std::string dir = fs::path(path).parent_path().string();
     if (::statvfs(dir.empty() ? "." : dir.c_str(), &vfs) == 0) {
