@@ -3,7 +3,7 @@
 
     python3 launch/summarize_results.py runs/replicate-cpu/eval/results.json [--split test]
 
-Prints, per split: the table (BLEU, token F1, cos, queries a text, repeats ≥ 4), the issue's ratios
+Prints, per split: the table (BLEU, token F1, cos, queries a text, loops, repeats ≥ 4), the issue's ratios
 (BLEU(daei)/BLEU(noisy-vec2text), paper 2.54; BLEU(daei)/BLEU(clean-to-clean), paper 0.78), the F1 gap
 clean-to-clean − noisy-vec2text and the share of it daei recovers (paper: 67 % on GTR-base), every paired verdict
 eval wrote, and each corrected row's round 0 → early stop → last round from per_round.json. Nothing is computed
@@ -34,13 +34,13 @@ def main():
             continue
         S = t["systems"]
         print(f"\n## {split} (n = {t['n']})\n")
-        print("| system | BLEU | token F1 | cos | queries/text | repeats ≥ 4 |\n|---|---|---|---|---|---|")
+        print("| system | BLEU | token F1 | cos | queries/text | loops | repeats ≥ 4 |\n|---|---|---|---|---|---|---|")
         for name, s in S.items():
             ref = " (reference)" if s.get("reference") else ""
             b, f = s["bleu_ci"], s["token_f1_ci"]
             print(f"| {name}{ref} | {s['bleu']:.3f} [{b[0]:.3f}, {b[1]:.3f}] | {s['token_f1']:.3f} "
                   f"[{f[0]:.3f}, {f[1]:.3f}] | {s['cos']:.3f} | {s['queries_per_text']:.1f} | "
-                  f"{100 * s.get('repeat4', 0):.1f} % |")
+                  f"{100 * s.get('loops', float('nan')):.1f} % | {100 * s.get('repeat4', 0):.1f} % |")
         m = lambda n, k: S[n][k] if n in S else float("nan")
         print()
         if "daei" in S and "noisy-vec2text" in S:

@@ -187,7 +187,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
   };
   record_round();
 
-  GenerateOptions g;
+  GenerateOptions g = opt.decoding;
   g.max_length = opt.max_length;
   g.num_beams = opt.beam;
   g.num_return_sequences = opt.beam;

@@ -23,6 +23,8 @@
 #include <vector>
 #include <torch/types.h>
 
+#include "model/generate.h"
+
 namespace daei {
 
 class CorrectorImpl;
@@ -39,6 +41,8 @@ struct CorrectionOptions {
   // k: each candidate's embedding is the mean of k queries of the black box, each with its own noise key
   // (averaging_query_key); every query counts. The attacker pays k× for σ/√k noise on its own texts.
   int64_t queries_per_candidate = 1;
+  // The corrector's decoding (correct.*): repetition controls and length penalty; its beams are `beam`.
+  GenerateOptions decoding;
 };
 
 // The noisy black box: float32 (n, d) for n texts; keys[i] is the noise key of texts[i] (NoisyEmbedder::embed).

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -60,7 +61,29 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
   double repeats = 0;
   for (const auto& t : run.texts) repeats += repeats_a_token(t, 4) ? 1.0 : 0.0;
   s.mean["repeat4"] = run.texts.empty() ? 0.0 : repeats / static_cast<double>(run.texts.size());
+  double loops = 0;
+  for (const auto& t : run.texts) loops += has_short_loop(t) ? 1.0 : 0.0;
+  s.mean["loops"] = run.texts.empty() ? 0.0 : loops / static_cast<double>(run.texts.size());
   return s;
+}
+
+bool has_short_loop(const std::string& text, int max_phrase) {
+  std::vector<std::string> w;
+  std::string cur;
+  for (const unsigned char c : text) {
+    if (std::isalnum(c) || c == '\'' || c >= 0x80) {
+      cur.push_back(static_cast<char>(std::tolower(c)));
+    } else if (!cur.empty()) {
+      w.push_back(std::move(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) w.push_back(std::move(cur));
+  const int64_t n = static_cast<int64_t>(w.size());
+  for (int64_t k = 1; k <= max_phrase; ++k)
+    for (int64_t i = 0; i + 2 * k <= n; ++i)
+      if (std::equal(w.begin() + i, w.begin() + i + k, w.begin() + i + k)) return true;
+  return false;
 }
 
 bool repeats_a_token(const std::string& text, int times) {
@@ -183,7 +206,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
     }
     json js{{"n", static_cast<int64_t>(split.texts.size())}, {"sigma", split.sigma}, {"systems", json::object()}};
     md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text | "
-                      "repeats ≥ 4 |\n|---|---|---|---|---|---|---|---|\n",
+                      "loops | repeats ≥ 4 |\n|---|---|---|---|---|---|---|---|---|\n",
                       split.name, split.texts.size());
     for (const auto& sys : systems) {
       const auto& s = scores.at(sys.name);
@@ -196,12 +219,12 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       js["systems"][sys.name] = j;
       const std::string subset = n_sys < static_cast<int64_t>(split.texts.size())
                                      ? fmt::format(" (first {} texts)", n_sys) : std::string();
-      md += fmt::format("| {}{}{} | {} | {} | {} | {:.3f} | {} | {:.1f} | {:.1f} % |\n", sys.name,
+      md += fmt::format("| {}{}{} | {} | {} | {} | {:.3f} | {} | {:.1f} | {:.1f} % | {:.1f} % |\n", sys.name,
                         s.reference ? " (reference)" : "", subset, fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")),
                         fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
                         fmt_ci(s.mean.at("rouge_l"), s.ci.at("rouge_l")), s.mean.at("exact"),
                         fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"),
-                        100.0 * s.mean.at("repeat4"));
+                        100.0 * s.mean.at("loops"), 100.0 * s.mean.at("repeat4"));
     }
     if (scores.count("zsinvert") || scores.count("zsinvert-dae"))
       md += "\n`zsinvert`: adversarial decoding (ZSInvert, reference notes §3), no inverter: a generator LM proposes "
@@ -263,7 +286,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
         samples_md += fmt::format("\n**{}.** {}\n\n", i + 1, refs[i]);
         for (const auto& sys : systems)
           if (const auto& rec = scores.at(sys.name).recovered; i < static_cast<int64_t>(rec.size()))
-            samples_md += fmt::format("- `{}`: {}\n", sys.name, rec[i]);
+            samples_md += fmt::format("- `{}`: {}{}\n", sys.name, rec[i], has_short_loop(rec[i]) ? " *(loops)*" : "");
       }
     }
   }

@@ -49,6 +49,10 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
 
 // One token (whitespace-separated) repeated `times` or more times in a row ("an an an an ...").
 bool repeats_a_token(const std::string& text, int times);
+// A short loop: a word, or a phrase of up to `max_phrase` words, immediately repeated ("sudden sudden", "a b a b",
+// "the cat. the cat"). Words are runs of letters, digits and apostrophes (non-ASCII bytes count as letters), compared
+// without case; punctuation only separates them.
+bool has_short_loop(const std::string& text, int max_phrase = 3);
 
 // The whole command. Rank 0 evaluates; other ranks return at once. extra_files: JSON-lines texts to embed, noise
 // and evaluate like a split. Returns the exit code.

@@ -55,6 +55,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
   c.max_length_eval = cfg.integer("inverter.max_length_eval");
   c.batch_size = cfg.integer("eval.batch_size");
   c.num_beams = cfg.integer("eval.num_beams");
+  c.decoding = decoding_from_config(cfg, "eval", "num_beams");
   c.clean_inv = load_inverter_if(layout, "clean-inverter");
   c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
   c.wiener_inv = load_inverter_if(layout, "wiener-inverter");
@@ -90,6 +91,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     co.max_length = c.max_length_eval;
     co.gen_batch = c.batch_size;
     co.queries_per_candidate = cfg.integer("correct.queries_per_candidate");
+    co.decoding = decoding_from_config(cfg, "correct", "beam");
     const bool per_round = cfg.flag("eval.per_round");
     EvalContext opts = c;  // a copy for the closure (shares the models)
     // clean_target: the corrected clean-to-clean reference corrects toward the clean embedding e, not y.
@@ -194,7 +196,7 @@ at::Tensor denoise(Dae& dae, const at::Tensor& y, double sigma) {
 std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e,
                                       const std::string& what) {
   inv.eval();
-  GenerateOptions g;
+  GenerateOptions g = ctx.decoding;
   g.max_length = ctx.max_length_eval;
   g.num_beams = ctx.num_beams;
   std::vector<std::string> out;

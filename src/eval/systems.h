@@ -8,6 +8,7 @@
 
 #include "eval/system_spec.h"
 #include "model/dae.h"
+#include "model/generate.h"
 #include "model/inverter.h"
 #include "model/tokenizer_spm.h"
 #include "stages/wiener.h"
@@ -32,6 +33,7 @@ struct EvalContext {
   std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
   std::string embedder_id;
   int64_t max_length_eval = 32, batch_size = 64, num_beams = 1;
+  GenerateOptions decoding;  // the inverter rows' decoding (eval.*); max_length is max_length_eval
   double sigma0 = 0;  // the σ the DAE was trained at (dae.json)
   DaeSigma dae_sigma;
   // Models that exist in the run directory (null otherwise).

@@ -5,18 +5,62 @@
 #include <limits>
 #include <vector>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "model/t5.h"
 
 namespace daei {
 namespace {
 
-torch::Tensor step_logprobs(T5ModelImpl& m, const torch::Tensor& seq, const torch::Tensor& enc,
-                            const torch::Tensor& mask, T5Cache* cache, int64_t cur_len, const GenerateOptions& opt) {
+torch::Tensor step_logits(T5ModelImpl& m, const torch::Tensor& seq, const torch::Tensor& enc, const torch::Tensor& mask,
+                          T5Cache* cache) {
   auto in = cache ? seq.slice(1, seq.size(1) - 1) : seq;
-  auto logits = m.decode(in, enc, mask, cache).select(1, -1);
-  auto lp = torch::log_softmax(logits.to(torch::kFloat), -1);
-  if (cur_len < opt.min_length) lp.select(1, m.cfg.eos_token_id).fill_(-std::numeric_limits<float>::infinity());
+  return m.decode(in, enc, mask, cache).select(1, -1).to(torch::kFloat);
+}
+
+bool has_processors(const GenerateOptions& opt) { return opt.repetition_penalty != 1.0 || opt.no_repeat_ngram_size > 0; }
+
+void forbid_eos_below_min_length(torch::Tensor& scores, int64_t eos, int64_t cur_len, const GenerateOptions& opt) {
+  if (cur_len < opt.min_length) scores.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
+}
+
+}  // namespace
+
+void apply_repetition_controls(torch::Tensor& scores, const torch::Tensor& seq, const GenerateOptions& opt) {
+  if (opt.repetition_penalty != 1.0) {
+    DAEI_CHECK(opt.repetition_penalty > 0, "generate: repetition_penalty must be > 0, got {}", opt.repetition_penalty);
+    auto ids = seq.to(scores.device());
+    auto g = scores.gather(1, ids);
+    g = torch::where(g < 0, g * opt.repetition_penalty, g / opt.repetition_penalty);
+    scores.scatter_(1, ids, g);  // an id that occurs twice is written twice with the same value: penalised once
+  }
+  const int64_t n = opt.no_repeat_ngram_size;
+  const int64_t L = seq.size(1);
+  if (n <= 0 || L + 1 < n) return;
+  auto s = seq.to(torch::kCPU).contiguous();
+  const int64_t* p = s.data_ptr<int64_t>();
+  std::vector<int64_t> rows, cols;
+  for (int64_t r = 0; r < s.size(0); ++r) {
+    const int64_t* row = p + r * L;
+    // Every earlier n-gram whose first n-1 tokens equal the last n-1 tokens bans its last token.
+    for (int64_t i = 0; i + n <= L; ++i)
+      if (std::equal(row + i, row + i + n - 1, row + L - (n - 1))) rows.push_back(r), cols.push_back(row[i + n - 1]);
+  }
+  if (rows.empty()) return;
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(scores.device());
+  scores.index_put_({torch::tensor(rows, opts), torch::tensor(cols, opts)},
+                    torch::tensor(-std::numeric_limits<float>::infinity(), scores.options()));
+}
+
+namespace {
+
+// Log-probabilities of the next token, as beam search sees them: log_softmax, then the processors (no
+// renormalisation), then min_length.
+torch::Tensor beam_step_logprobs(T5ModelImpl& m, const torch::Tensor& seq, const torch::Tensor& enc,
+                                 const torch::Tensor& mask, T5Cache* cache, int64_t cur_len, const GenerateOptions& opt) {
+  auto lp = torch::log_softmax(step_logits(m, seq, enc, mask, cache), -1);
+  apply_repetition_controls(lp, seq, opt);
+  forbid_eos_below_min_length(lp, m.cfg.eos_token_id, cur_len, opt);
   return lp;
 }
 
@@ -27,11 +71,31 @@ void check_inputs(const T5ModelImpl& m, const torch::Tensor& e, const torch::Ten
              "generate: attention_mask must be (B, S)");
   DAEI_CHECK(o.max_length >= 1, "generate: max_length must be >= 1");
   DAEI_CHECK(o.num_beams >= 1, "generate: num_beams must be >= 1");
+  DAEI_CHECK(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty),
+             "generate: repetition_penalty must be a finite number > 0, got {}", o.repetition_penalty);
+  DAEI_CHECK(o.no_repeat_ngram_size >= 0, "generate: no_repeat_ngram_size must be >= 0");
   DAEI_CHECK(o.num_return_sequences >= 1 && o.num_return_sequences <= o.num_beams,
              "generate: num_return_sequences {} must be in [1, num_beams {}]", o.num_return_sequences, o.num_beams);
 }
 
 }  // namespace
+
+GenerateOptions decoding_from_config(const Config& cfg, const std::string& section, const std::string& beams_key) {
+  GenerateOptions g;
+  g.num_beams = cfg.integer(section + "." + beams_key);
+  g.no_repeat_ngram_size = cfg.integer(section + ".no_repeat_ngram_size");
+  g.repetition_penalty = cfg.real(section + ".repetition_penalty");
+  g.length_penalty = cfg.real(section + ".length_penalty");
+  return g;
+}
+
+std::string describe_decoding(const GenerateOptions& o) {
+  std::string s = o.num_beams == 1 ? "greedy" : fmt::format("beam {}", o.num_beams);
+  if (o.no_repeat_ngram_size > 0) s += fmt::format(", no_repeat_ngram_size {}", o.no_repeat_ngram_size);
+  if (o.repetition_penalty != 1.0) s += fmt::format(", repetition_penalty {}", o.repetition_penalty);
+  if (o.num_beams > 1 && o.length_penalty != 1.0) s += fmt::format(", length_penalty {}", o.length_penalty);
+  return s;
+}
 
 GenerateOutput t5_generate(T5ModelImpl& model, const torch::Tensor& e, const torch::Tensor& mask,
                            const GenerateOptions& opt) {
@@ -51,7 +115,12 @@ GenerateOutput t5_greedy(T5ModelImpl& m, const torch::Tensor& e, const torch::Te
   auto scores = torch::zeros({B}, lopts.dtype(torch::kDouble));
   T5Cache cache;
   for (int64_t cur = 1; cur < opt.max_length; ++cur) {
-    auto lp = step_logprobs(m, seq, enc, mask, opt.use_cache ? &cache : nullptr, cur, opt);
+    // Greedy: the processors act on the raw logits and the argmax follows them; the score is the log-probability
+    // of the chosen token under the processed logits (the raw model's when no processor is on).
+    auto logits = step_logits(m, seq, enc, mask, opt.use_cache ? &cache : nullptr);
+    if (has_processors(opt)) apply_repetition_controls(logits, seq, opt);
+    auto lp = torch::log_softmax(logits, -1);
+    forbid_eos_below_min_length(lp, m.cfg.eos_token_id, cur, opt);
     auto next = lp.argmax(-1);
     auto tok_lp = lp.gather(1, next.unsqueeze(1)).squeeze(1).to(torch::kDouble);
     next = torch::where(finished, torch::full_like(next, m.cfg.pad_token_id), next);
@@ -108,7 +177,7 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
   std::vector<bool> done(B, false);
   T5Cache cache;
   for (int64_t cur = 1; cur < opt.max_length; ++cur) {
-    auto lp = step_logprobs(m, seq, enc, mask_k, opt.use_cache ? &cache : nullptr, cur, opt).to(torch::kDouble);
+    auto lp = beam_step_logprobs(m, seq, enc, mask_k, opt.use_cache ? &cache : nullptr, cur, opt).to(torch::kDouble);
     auto bs = torch::tensor(beam_scores, torch::TensorOptions().dtype(torch::kDouble)).to(lp.device());
     auto next = (lp + bs.unsqueeze(1)).view({B, K * V});
     auto top = next.topk(std::min<int64_t>(2 * K, K * V), 1, true, true);

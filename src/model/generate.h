@@ -9,8 +9,11 @@
 #pragma once
 #include <torch/types.h>
 
+#include <string>
+
 namespace daei {
 
+class Config;
 class T5ModelImpl;
 
 struct GenerateOptions {
@@ -19,6 +22,11 @@ struct GenerateOptions {
   int64_t num_beams = 1;             // 1 = greedy (generate()); t5_beam_search accepts 1 too
   double length_penalty = 1.0;
   bool early_stopping = false;
+  // Hugging Face's logits processors, in its order (RepetitionPenalty, then NoRepeatNGram, then MinLength), on the
+  // raw logits in greedy search and on the log-probabilities in beam search. Every id already in the sequence (the
+  // decoder start token included) is penalised once: a score below 0 multiplied by the penalty, any other divided.
+  double repetition_penalty = 1.0;   // 1 = off
+  int64_t no_repeat_ngram_size = 0;  // n: no n-gram occurs twice in a sequence; 0 = off
   int64_t num_return_sequences = 1;  // <= num_beams
   bool use_cache = true;
 };
@@ -30,6 +38,16 @@ struct GenerateOutput {
 
 // inputs_embeds (B, S, d_model) fed to the encoder; attention_mask (B, S) 1/0. Runs under NoGradGuard and
 // leaves the model's train/eval mode as it was (call model.eval() first to disable dropout).
+// A generator's decoding from config: SECTION.BEAMS_KEY beams, SECTION.no_repeat_ngram_size,
+// SECTION.repetition_penalty and SECTION.length_penalty (eval, correct, hypotheses); max_length stays the caller's.
+GenerateOptions decoding_from_config(const Config& cfg, const std::string& section, const std::string& beams_key);
+// "greedy" or "beam 4", with ", no_repeat_ngram_size 3", ", repetition_penalty 1.2", ", length_penalty 0.8" where set.
+std::string describe_decoding(const GenerateOptions& opt);
+
+// The two repetition processors on next-token scores (rows, V) given the sequences so far (rows, L, decoder start
+// token first), in place: Hugging Face's RepetitionPenaltyLogitsProcessor then NoRepeatNGramLogitsProcessor.
+void apply_repetition_controls(torch::Tensor& scores, const torch::Tensor& seq, const GenerateOptions& opt);
+
 GenerateOutput t5_generate(T5ModelImpl& model, const torch::Tensor& inputs_embeds, const torch::Tensor& attention_mask,
                            const GenerateOptions& opt);
 GenerateOutput t5_greedy(T5ModelImpl& model, const torch::Tensor& inputs_embeds, const torch::Tensor& attention_mask,

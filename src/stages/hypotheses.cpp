@@ -37,6 +37,7 @@ HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, co
   o.max_rows = source_split == "train" ? cfg.integer("hypotheses.max_rows") : cfg.integer("train.heldout_rows");
   o.batch_size = cfg.integer("hypotheses.batch_size");
   o.queries_per_text = cfg.integer("hypotheses.queries_per_text");
+  o.decoding = decoding_from_config(cfg, "hypotheses", "num_beams");
   o.dtype = cfg.str("cache.dtype");
   return o;
 }
@@ -67,6 +68,8 @@ std::string source_digest(const HypothesisCacheOptions& opt, const torch::nn::Mo
   h.update(read_file(opt.train_cache_dir + "/manifest.json"));
   h.update(fmt::format("\nsigma={:.17g} round={} max_length={}\n", opt.dae_sigma, opt.round, opt.max_length));
   if (opt.queries_per_text != 1) h.update(fmt::format("queries_per_text={}\n", opt.queries_per_text));
+  // Greedy without repetition controls digests as before (caches built before these keys stay valid).
+  if (const std::string d = describe_decoding(opt.decoding); d != "greedy") h.update("decoding=" + d + "\n");
   if (!opt.input_tag.empty()) h.update("input=" + opt.input_tag + "\n");
   hash_module(h, inverter);
   if (dae)
@@ -94,7 +97,7 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
   wo.overlap_writes = false;  // decoding reads the training cache through HDF5 meanwhile
   wo.log_tag = "hyps";
   wo.manifest_extra = {{"hypotheses", {{"train_cache", opt.train_cache_dir}, {"dae_sigma", opt.dae_sigma},
-                                       {"round", opt.round}, {"max_length", opt.max_length}, {"decoding", "greedy"},
+                                       {"round", opt.round}, {"max_length", opt.max_length}, {"decoding", describe_decoding(opt.decoding)},
                                        {"noise_key", "hyp/r<round>/<id>/<hypothesis text>"}}}};
   if (!opt.input_tag.empty()) wo.manifest_extra["hypotheses"]["input"] = opt.input_tag;
   wo.other_build = [](const std::string& file, const std::string& dir) {
@@ -128,8 +131,8 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
 
   auto train = NoisyCache::open(opt.train_cache_dir);
   const auto dev = inverter.t5->shared->weight.device();
-  GenerateOptions g;
-  g.max_length = opt.max_length;  // greedy
+  GenerateOptions g = opt.decoding;
+  g.max_length = opt.max_length;
   Progress progress("hyps", writer.rows_of(writer.mine()), "rows", 10.0);
   int64_t done_rows = 0;
   for (int64_t s : writer.mine()) {

@@ -21,6 +21,8 @@
 #include <string>
 #include <torch/types.h>
 
+#include "model/generate.h"
+
 namespace daei {
 
 class Communicator;
@@ -41,7 +43,8 @@ struct HypothesisCacheOptions {
   int64_t shard_rows = 20000;
   int64_t max_rows = 0;         // the first N training rows only (stage 4 needs steps × batch); 0 = all
   std::string dtype = "float16";  // float16 | float32, as the other caches
-  int64_t queries_per_text = 1;   // k: a hypothesis' embedding is the mean of k queries (mean_of_queries)
+  int64_t queries_per_text = 1;
+  GenerateOptions decoding;       // hypotheses.*: greedy unless set; recorded in the digest and the manifest   // k: a hypothesis' embedding is the mean of k queries (mean_of_queries)
   // What the inverter decodes rows [begin, end) from; null: the training cache's noisy rows y. The clean corrector's
   // reference (eval/reference.h) passes the clean rows, tagged "clean" in the source digest and the manifest.
   std::function<at::Tensor(int64_t, int64_t)> input_rows;

@@ -54,7 +54,7 @@ assert t["systems"]["daei"]["queries_per_text"] >= 1, t["systems"]["daei"]
 assert t["systems"]["dae-only"]["queries_per_text"] == 0
 for name in ("noisy-vec2text", "dae-corrected", "daei", "clean-to-clean-corrected", "clean-to-noisy-corrected"):
     assert t["systems"][name]["queries_per_text"] >= 1, (name, t["systems"][name])
-assert all(0 <= s["repeat4"] <= 1 for s in t["systems"].values())
+assert all(0 <= s["repeat4"] <= 1 and 0 <= s["loops"] <= 1 for s in t["systems"].values())
 pairs = {(v["a"], v["b"], v["metric"]) for v in t["verdicts"]}
 assert ("dae-only", "wiener-inverter", "token_f1") in pairs and ("wiener-inverter", "noisy-inverter", "bleu") in pairs
 assert t["systems"]["wiener-inverter"]["queries_per_text"] == 0 and not t["systems"]["wiener-inverter"]["reference"]

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <set>
+
 #include "model/generate.h"
 #include "model/t5.h"
 
@@ -212,4 +215,117 @@ TEST(Generate, TrainedTinyModelCopiesSequence) {
   o.num_beams = 3;
   auto bsr = daei::t5_generate(*m, e, mask, o);
   EXPECT_TRUE(torch::equal(bsr.sequences, want)) << bsr.sequences;
+}
+
+// Issue 34: Hugging Face's repetition processors. Hand-made scores: a score below 0 is multiplied by the penalty, any
+// other divided, once per id however often it occurs; ids not in the sequence are left alone.
+TEST(Generate, RepetitionPenaltyFollowsHuggingFacesRule) {
+  auto scores = torch::tensor({{2.0f, -1.0f, 0.5f, -3.0f, 4.0f, 0.0f}, {-2.0f, 1.0f, -0.5f, 3.0f, -4.0f, 6.0f}});
+  auto seq = torch::tensor({{0, 2, 2, 3}, {0, 4, 5, 4}}, torch::kLong);
+  daei::GenerateOptions o;
+  o.repetition_penalty = 2.0;
+  daei::apply_repetition_controls(scores, seq, o);
+  const std::vector<std::vector<float>> want{{1.0f, -1.0f, 0.25f, -6.0f, 4.0f, 0.0f},
+                                             {-4.0f, 1.0f, -0.5f, 3.0f, -8.0f, 3.0f}};
+  for (int r = 0; r < 2; ++r)
+    for (int v = 0; v < 6; ++v) EXPECT_FLOAT_EQ(scores[r][v].item<float>(), want[r][v]) << r << "," << v;
+  // Beam search sees log-probabilities (all <= 0): every seen id is multiplied.
+  auto lp = torch::tensor({{-0.1f, -2.0f, -3.0f}});
+  o.repetition_penalty = 1.2;
+  daei::apply_repetition_controls(lp, torch::tensor({{0, 1}}, torch::kLong), o);
+  EXPECT_FLOAT_EQ(lp[0][0].item<float>(), -0.12f);
+  EXPECT_FLOAT_EQ(lp[0][1].item<float>(), -2.4f);
+  EXPECT_FLOAT_EQ(lp[0][2].item<float>(), -3.0f);
+}
+
+TEST(Generate, NoRepeatNgramBansTheFollowersOfTheLastTokens) {
+  // Row "0 5 6 5": the last 1-gram "5" was followed by 6 → 6 banned (n = 2). Row "0 7 8 9": nothing to ban. n = 3 on
+  // "0 5 6 5 6": the last 2-gram "5 6" was followed by 5 → 5 banned.
+  auto scores = torch::zeros({2, 10});
+  daei::GenerateOptions o;
+  o.no_repeat_ngram_size = 2;
+  daei::apply_repetition_controls(scores, torch::tensor({{0, 5, 6, 5}, {0, 7, 8, 9}}, torch::kLong), o);
+  EXPECT_TRUE(std::isinf(scores[0][6].item<float>()));
+  EXPECT_EQ(torch::isinf(scores).sum().item<int64_t>(), 1);
+  auto s3 = torch::zeros({1, 10});
+  o.no_repeat_ngram_size = 3;
+  daei::apply_repetition_controls(s3, torch::tensor({{0, 5, 6, 5, 6}}, torch::kLong), o);
+  EXPECT_TRUE(std::isinf(s3[0][5].item<float>()));
+  EXPECT_EQ(torch::isinf(s3).sum().item<int64_t>(), 1);
+  // Too short for an n-gram: no bans (HF: cur_len + 1 < n).
+  auto s4 = torch::zeros({1, 10});
+  o.no_repeat_ngram_size = 4;
+  daei::apply_repetition_controls(s4, torch::tensor({{0, 5}}, torch::kLong), o);
+  EXPECT_EQ(torch::isinf(s4).sum().item<int64_t>(), 0);
+}
+
+namespace {
+int64_t repeated_bigrams(const torch::Tensor& row) {
+  std::set<std::pair<int64_t, int64_t>> seen;
+  int64_t rep = 0;
+  for (int64_t t = 1; t + 1 < row.size(0); ++t) {  // generated tokens only (after the start token)
+    const auto g = std::make_pair(row[t].item<int64_t>(), row[t + 1].item<int64_t>());
+    rep += !seen.insert(g).second;
+  }
+  return rep;
+}
+}  // namespace
+
+TEST(Generate, GreedyAndBeamHonourNoRepeatNgramAndPenaltyPlacement) {
+  // A random tiny model kept from eos (min_length = max_length) over 24 pieces repeats itself; with
+  // no_repeat_ngram_size 2 no bigram occurs twice, in greedy and in beam search.
+  torch::manual_seed(19);
+  daei::T5Model m(tiny_config());
+  m->eval();
+  auto e = torch::randn({3, 5, 32});
+  auto mask = torch::ones({3, 5}, torch::kLong);
+  daei::GenerateOptions o;
+  o.max_length = 20;
+  o.min_length = 20;
+  auto plain = daei::t5_greedy(*m, e, mask, o);
+  int64_t before = 0;
+  for (int64_t r = 0; r < 3; ++r) before += repeated_bigrams(plain.sequences[r]);
+  ASSERT_GT(before, 0) << "the rigged model should repeat without the option: " << plain.sequences;
+  o.no_repeat_ngram_size = 2;
+  auto g = daei::t5_greedy(*m, e, mask, o);
+  o.num_beams = 3;
+  auto b = daei::t5_beam_search(*m, e, mask, o);
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(repeated_bigrams(g.sequences[r]), 0) << g.sequences[r];
+    EXPECT_EQ(repeated_bigrams(b.sequences[r]), 0) << b.sequences[r];
+  }
+  // Beam width 1 equals greedy with the n-gram ban too (the ban is -inf in either space).
+  o.num_beams = 1;
+  auto b1 = daei::t5_beam_search(*m, e, mask, o);
+  EXPECT_TRUE(torch::equal(b1.sequences, g.sequences.slice(1, 0, b1.sequences.size(1))));
+
+  // repetition_penalty: greedy penalises the raw logits, beam search the log-probabilities. A step-by-step
+  // reference written here (no cache) from the rule decides each next token both ways.
+  const double pen = 3.0;
+  auto reference = [&](bool on_logprobs) {
+    torch::NoGradGuard ng;
+    auto enc = m->encode(e, mask);
+    auto seq = torch::full({3, 1}, m->cfg.decoder_start_token_id, torch::kLong);
+    for (int step = 1; step < 12; ++step) {
+      auto s = m->decode(seq, enc, mask).select(1, -1).to(torch::kFloat);
+      if (on_logprobs) s = torch::log_softmax(s, -1);
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t id : std::set<int64_t>(seq[r].data_ptr<int64_t>(), seq[r].data_ptr<int64_t>() + seq.size(1))) {
+          const float v = s[r][id].item<float>();
+          s[r][id] = v < 0 ? v * pen : v / pen;
+        }
+      s.select(1, m->cfg.eos_token_id).fill_(-INFINITY);  // min_length
+      seq = torch::cat({seq, s.argmax(-1).unsqueeze(1)}, 1);
+    }
+    return seq;
+  };
+  daei::GenerateOptions p;
+  p.max_length = 12;
+  p.min_length = 12;
+  p.repetition_penalty = pen;
+  auto greedy = daei::t5_greedy(*m, e, mask, p);
+  p.num_beams = 1;
+  auto beam1 = daei::t5_beam_search(*m, e, mask, p);
+  EXPECT_TRUE(torch::equal(greedy.sequences, reference(false))) << greedy.sequences << reference(false);
+  EXPECT_TRUE(torch::equal(beam1.sequences, reference(true))) << beam1.sequences << reference(true);
 }

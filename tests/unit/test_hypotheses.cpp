@@ -158,7 +158,18 @@ TEST(Hypotheses, LengthFromConfigAndNoDae) {
   auto hyp = NoisyCache::open(o.cache_dir);
   std::vector<int64_t> all(HypFixture::kRows);
   std::iota(all.begin(), all.end(), 0);
-  for (const auto& t : hyp->texts(all)) EXPECT_LE(tokenizer().encode(t, 100).size(), 3u) << t;
+  {
+    // The hypotheses are the inverter's decodes at max_length 3: at most 2 pieces after the decoder start. (Encoding
+    // the decoded text again may give more pieces than were generated, "▁ab"+"c" → "▁a"+"bc"+…: a seed found that.)
+    torch::NoGradGuard ng;
+    auto train = NoisyCache::open(o.train_cache_dir);
+    auto den = f.dae->forward(train->all_noisy(), torch::full({HypFixture::kRows}, 0.05));
+    GenerateOptions g3;
+    g3.max_length = 3;
+    const auto seqs = f.inv->generate(den, g3);
+    EXPECT_LE(seqs.size(1), 3);
+    EXPECT_EQ(hyp->texts(all), tokenizer().decode_batch(seqs));
+  }
   o.max_length = 8;  // resumed at another length: refused, not mixed in
   EXPECT_THROW(f.build(o), Error);
 
@@ -183,6 +194,20 @@ TEST(Hypotheses, LengthFromConfigAndNoDae) {
   }
   ok.queries_per_text = 1;
   EXPECT_THROW(f.build(ok), Error);
+
+  // Another decoding (issue 34): hypotheses.* is read from config, written in the manifest, and a cache decoded
+  // greedily is refused on resume with repetition controls on.
+  cfg.set("hypotheses.no_repeat_ngram_size=2", "test");
+  cfg.set("hypotheses.num_beams=3", "test");
+  const auto dec = HypothesisCacheOptions::from_config(cfg, "/r").decoding;
+  EXPECT_EQ(dec.no_repeat_ngram_size, 2);
+  EXPECT_EQ(dec.num_beams, 3);
+  EXPECT_EQ(describe_decoding(dec), "beam 3, no_repeat_ngram_size 2");
+  auto od = f.opts("hyp-dec");
+  f.build(od);
+  EXPECT_NE(read_file(od.cache_dir + "/manifest.json").find("\"decoding\": \"greedy\""), std::string::npos);
+  od.decoding.no_repeat_ngram_size = 2;
+  EXPECT_THROW(f.build(od), Error);
 
   // No DAE (noisy-vec2text): the inverter decodes y itself.
   auto on = f.opts("hyp-noisy");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/evaluate.h"
 #include "eval/metrics.h"
 
 namespace m = daei::metrics;
@@ -285,4 +286,22 @@ TEST(MetricsBootstrap, EdgeCases) {
   EXPECT_THROW(m::bootstrap_ci({1.0, 2.0}, 0), std::invalid_argument);
   EXPECT_THROW(m::bootstrap_ci({1.0, 2.0}, 10, 1, 1.0), std::invalid_argument);
   EXPECT_DOUBLE_EQ(m::mean({1.0, 2.0, 4.0}), 7.0 / 3.0);
+}
+
+// Issue 34: the loop metric counts short loops (a word or a phrase of up to 3 words immediately repeated).
+TEST(Loops, ShortLoopsOnHandMadeStrings) {
+  using daei::has_short_loop;
+  EXPECT_TRUE(has_short_loop("a b a b"));
+  EXPECT_TRUE(has_short_loop("an abnormal occurrence of sudden sudden sudden"));
+  EXPECT_TRUE(has_short_loop("sudden sudden"));
+  EXPECT_TRUE(has_short_loop("made by Congress, made by Congress"));  // a 3-word phrase across a comma
+  EXPECT_TRUE(has_short_loop("the cat. The cat sat"));                         // across punctuation, any case
+  EXPECT_TRUE(has_short_loop("x one two three one two three y"));
+  EXPECT_FALSE(has_short_loop("a sudden occurrence of an uncontrollable condition"));
+  EXPECT_FALSE(has_short_loop("one two three four one two three four"));  // a 4-word phrase is longer than 3
+  EXPECT_TRUE(has_short_loop("one two three four one two three four", 4));
+  EXPECT_FALSE(has_short_loop("a b c a b"));
+  EXPECT_FALSE(has_short_loop(""));
+  EXPECT_FALSE(has_short_loop(", , , ,"));  // no words
+  EXPECT_FALSE(has_short_loop("don't dont"));
 }
