@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
+filter=${GTEST_FILTER:-*}
+unset GTEST_FILTER  # gtest reads it itself: it would narrow the MPI suite too
 ((${#seeds[@]})) || seeds=(1 2 3)
 ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
@@ -16,7 +18,7 @@ for s in "${seeds[@]}"; do
   log=build/test_seed_$s.log
   t0=$(date +%s)
   rc=0
-  DAEI_TEST_SEED=$s build/daei_tests --gtest_filter="${GTEST_FILTER:-*}" >"$log" 2>&1 || rc=1
+  DAEI_TEST_SEED=$s build/daei_tests --gtest_filter="$filter" >"$log" 2>&1 || rc=1
   for np in 2 3; do
     DAEI_TEST_SEED=$s mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x DAEI_TEST_SEED -np "$np" \
       build/daei_mpi_tests >>"$log" 2>&1 || rc=1
