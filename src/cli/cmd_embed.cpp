@@ -27,7 +27,7 @@ SubcommandSpec release_command(const std::string& name, const std::string& help,
 struct EmbedCommand {
   std::vector<std::string> texts;
   bool as_json = false;
-  std::optional<uint64_t> noise_seed;  // tests and simulations only: a fixed, predictable noise key
+  std::optional<int64_t> noise_seed;  // tests and simulations only: a fixed, predictable noise key
 };
 
 // The release's answers: the defender's noise (release_noise.h) added here, or a remote noisy service's as they come.
@@ -38,9 +38,10 @@ struct Release {
   double sigma = 0;
 };
 
-Release open_release(const Config& cfg, std::optional<uint64_t> seed) {
+Release open_release(const Config& cfg, std::optional<int64_t> seed) {
+  if (seed && *seed < 0) throw UsageError(fmt::format("--noise-seed must be a number >= 0, got {}", *seed));
   Release r;
-  r.local = make_release(cfg, seed);
+  r.local = make_release(cfg, seed ? std::optional<uint64_t>(uint64_t(*seed)) : std::nullopt);
   if (r.local) {
     r.id = r.local->describe();
     r.sigma = r.local->sigma();
@@ -63,14 +64,13 @@ int run_embed(Context& ctx, const EmbedCommand& cmd) {
   } else {
     noisy = rel.remote->embed(texts);
   }
-  const std::string id = rel.local ? rel.local->describe() : rel.id;
   for (size_t i = 0; i < texts.size(); ++i) {
     auto row = [&](const at::Tensor& t) {
       auto r = t[i].contiguous();
       return std::vector<float>(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
     };
     if (cmd.as_json) {
-      nlohmann::json j{{"text", texts[i]}, {"embedder", id}, {"sigma", rel.sigma}};
+      nlohmann::json j{{"text", texts[i]}, {"embedder", rel.id}, {"sigma", rel.sigma}};
       j["clean"] = clean.defined() ? nlohmann::json(row(clean)) : nlohmann::json(nullptr);
       j["noisy"] = row(noisy);
       std::cout << j.dump() << "\n";
@@ -91,7 +91,7 @@ int run_embed(Context& ctx, const EmbedCommand& cmd) {
 struct ServeCommand {
   int port = -1;     // -1: server.port
   std::string host;  // empty: server.host
-  std::optional<uint64_t> noise_seed;
+  std::optional<int64_t> noise_seed;
 };
 
 int run_serve(Context& ctx, const ServeCommand& cmd) {

@@ -32,6 +32,7 @@ for kv in stage1.batch_size=0 train.log_every=0 stage1.lr=-1 stage1.steps=-5 cor
 done
 expect 2 "out of range \[0, 65535\]" "$D" serve-embedder --set server.port=70000
 expect 2 "must be one of trace" "$D" embed --text x --set log.level=loud
+expect 2 "noise-seed must be a number >= 0, got -1" "$D" embed --text x --noise-seed -1
 
 echo "== run.name is one path component"
 for name in ../../x .. a/b ""; do
