@@ -59,8 +59,13 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
   if (!c.dae_stage.empty()) dae = load_dae(layout.final_dae(c.dae_stage), &sigma0);
   auto inv = InverterImpl::load(layout.final_inverter(c.inverter_stage));
   // The clean reference decodes the clean rows e and embeds its hypotheses without noise; the attack's chains decode
-  // y (or DAE(y)) and query the release.
-  auto emb = c.reference ? clean_hypothesis_embedder(ctx.config) : make_run_embedder(ctx.config, layout.sigma_estimate());
+  // y (or DAE(y)) and query the release. The paper's protocol (protocol.clean_hypotheses) embeds the daei chain's
+  // hypotheses clean as well: outside the threat model, and only that chain.
+  const bool clean_hyps = c.reference || (c.system == "daei" && ctx.config.flag("protocol.clean_hypotheses"));
+  if (clean_hyps && !c.reference)
+    LOG_WARN("[hyps] protocol.clean_hypotheses: the daei chain's hypotheses are embedded without noise (the paper's "
+             "code; outside the threat model)");
+  auto emb = clean_hyps ? clean_hypothesis_embedder(ctx.config) : make_run_embedder(ctx.config, layout.sigma_estimate());
   std::vector<std::pair<std::string, std::string>> builds{{"train", c.hyp_split}};
   if (c.reference ? layout.clean_cache_complete("val") : layout.cache_complete("val"))
     builds.emplace_back("val", c.hyp_val_split());

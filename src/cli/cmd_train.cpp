@@ -46,10 +46,9 @@ std::shared_ptr<const NoisyDataset> heldout_split(Context& ctx) {
 }
 
 int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag, const std::string& stage_dir, InverterTrainData data,
-                   const std::function<InverterTrainData()>& val) {
+                   const std::function<InverterTrainData()>& val, InverterBudget budget = {}) {
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  InverterBudget budget;
   budget.pretrained_dir = pretrained_t5_dir(ctx.config, ctx.run_dir);
   // Not over a pretrained T5 (inverter.t5_dir, the pretrain stage): its token embeddings are kept.
   if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty() &&
@@ -67,10 +66,23 @@ int train_stage2(Context& ctx, const TrainCommand& cmd, const std::string& stage
                         val ? std::function<InverterTrainData()>([=] { return denoised_data(val, dae); }) : nullptr);
 }
 
+// The noisy inverter's budget: stage2.noisy_steps (0: stage 2's plus stage 3's steps, the daei inverter's total, so
+// that the headline daei − noisy-vec2text compares equal inverter steps) at stage2.noisy_lr (0: stage2.lr).
+InverterBudget noisy_inverter_budget(const Config& cfg) {
+  InverterBudget b;
+  b.steps = cfg.integer("stage2.noisy_steps");
+  if (b.steps == 0) b.steps = cfg.integer("stage2.steps") + cfg.integer("stage3.steps");
+  b.lr = cfg.real("stage2.noisy_lr");
+  return b;
+}
+
 int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   auto val = heldout_split(ctx);
+  const InverterBudget budget = noisy_inverter_budget(ctx.config);
+  LOG_INFO("[noisy-inverter] {} steps at lr {} (stage2.noisy_steps, stage2.noisy_lr)", budget.steps,
+           budget.lr > 0 ? budget.lr : ctx.config.real("stage2.lr"));
   return train_inverter(ctx, cmd, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")),
-                        val ? std::function<InverterTrainData()>([=] { return noisy_data(val); }) : nullptr);
+                        val ? std::function<InverterTrainData()>([=] { return noisy_data(val); }) : nullptr, budget);
 }
 
 // The linear reference (issue 22 item 3): an inverter on W(y), W the Wiener filter from the noisy training rows alone

@@ -94,6 +94,7 @@ const std::vector<Rule>& rules() {
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
       {"inverter.", kInverters},
+      {"stage2.noisy_", {"noisy-inverter"}},
       {"stage2.", {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter"}},  // the baselines share stage 2's budget
       {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
       {"reference.embedder", {"cache/*/clean"}},  // the clean rows of the caches (their noisy rows do not read it)
@@ -105,8 +106,10 @@ const std::vector<Rule>& rules() {
       {"stage3.pcgrad", {"stage3"}},
       {"stage3.lr_dae", {"stage3"}},
       {"stage3.dae_clip_norm", {"stage3"}},
+      {"stage3.steps", {"stage3", "stage2-continued", "noisy-inverter"}},  // noisy-inverter: stage 2 + 3's steps
       {"stage3.", {"stage3", "stage2-continued"}},  // the control shares stage 3's budget
       {"hypotheses.", kHypotheses},
+      {"protocol.clean_hypotheses", {"cache/hyp-train", "stage4"}},  // the daei chain's hypotheses and corrector
       {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
       // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <tuple>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -51,7 +52,8 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
     cos.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
   }
   const std::map<std::string, const std::vector<double>*> cols{
-      {"bleu", &per.bleu}, {"token_f1", &per.token_f1}, {"rouge_l", &per.rouge_l}, {"exact", &per.exact}, {"cos", &cos}};
+      {"bleu", &per.bleu},         {"bleu_sentence", &per.bleu_sentence}, {"token_f1", &per.token_f1},
+      {"rouge_l", &per.rouge_l}, {"exact", &per.exact},                 {"cos", &cos}};
   for (const auto& [k, v] : cols) {
     s.mean[k] = metrics::mean(*v);
     auto ci = metrics::bootstrap_ci(*v, static_cast<int>(opt.bootstrap), opt.seed);
@@ -98,7 +100,39 @@ bool repeats_a_token(const std::string& text, int times) {
   return false;
 }
 
+int64_t cut_before_embedding(EvalSplit& split, const SpmTokenizer& tok, int64_t max_length, const CleanNoisyFn& query) {
+  std::vector<int64_t> rows;
+  std::vector<std::string> cut, keys;
+  for (std::size_t i = 0; i < split.texts.size(); ++i) {
+    // encode(t, max_length) keeps eos inside the limit; a text fits when cutting it drops none of its pieces.
+    const auto whole = tok.encode(split.texts[i], std::numeric_limits<int32_t>::max());
+    if (static_cast<int64_t>(whole.size()) <= max_length) continue;
+    rows.push_back(static_cast<int64_t>(i));
+    cut.push_back(tok.decode(tok.encode(split.texts[i], max_length)));
+    keys.push_back(fmt::format("eval-cut/{}/{}", split.name, i));
+  }
+  if (rows.empty()) return 0;
+  auto [clean, noisy] = query(cut, keys);
+  DAEI_CHECK(clean.size(0) == static_cast<int64_t>(rows.size()) && noisy.sizes() == clean.sizes(),
+             "eval: the release answered {} rows for {} cut texts", clean.size(0), rows.size());
+  const auto index = torch::tensor(rows, torch::kLong);
+  split.clean = split.clean.clone().index_copy_(0, index, clean.to(split.clean.dtype()));
+  split.noisy = split.noisy.clone().index_copy_(0, index, noisy.to(split.noisy.dtype()));
+  for (std::size_t k = 0; k < rows.size(); ++k) split.texts[static_cast<std::size_t>(rows[k])] = std::move(cut[k]);
+  return static_cast<int64_t>(rows.size());
+}
+
 namespace {
+
+// The run's release as eval queries it: clean rows from the reference model where the release's answers are noisy.
+CleanNoisyFn release_query(const Config& cfg, std::shared_ptr<NoisyEmbedder> emb) {
+  std::shared_ptr<Embedder> reference;
+  if (clean_rows_from_reference_model(cfg)) reference = make_reference_embedder(cfg);
+  return [emb, reference](const std::vector<std::string>& texts, const std::vector<std::string>& keys) {
+    if (reference) return std::make_pair(reference->embed(texts), emb->embed(texts, keys));
+    return emb->embed_with_clean(texts, keys);
+  };
+}
 
 // A --split FILE: its texts queried through the run's release, at the run's σ (embedder.sigma, or a remote release's
 // σ̂ from the run's estimate), as every cached split was.
@@ -121,12 +155,7 @@ EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std
   auto emb = make_run_embedder(cfg, layout.sigma_estimate());
   std::vector<std::string> keys;
   for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
-  if (clean_rows_from_reference_model(cfg)) {  // e.g. a remote release, whose answers are noisy
-    s.clean = make_reference_embedder(cfg)->embed(s.texts);
-    s.noisy = emb->embed(s.texts, keys);
-  } else {
-    std::tie(s.clean, s.noisy) = emb->embed_with_clean(s.texts, keys);
-  }
+  std::tie(s.clean, s.noisy) = release_query(cfg, emb)(s.texts, keys);
   s.sigma = emb->sigma();
   return s;
 }
@@ -169,6 +198,17 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   std::vector<EvalSplit> splits;
   for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(open_eval_split(run_dir, sp, opt.max_texts));
   for (const auto& f : extra_files) splits.push_back(embed_file_split(cfg, RunLayout(run_dir), f, opt.max_texts));
+  // The evaluated text is the text embedded (vec2text truncates before embedding): texts longer than the inverters'
+  // max_length_eval pieces are cut and queried again (eval.cut_before_embedding; off: embedded whole, scored cut).
+  std::map<std::string, int64_t> cut_rows;
+  if (cfg.flag("eval.cut_before_embedding") && !splits.empty()) {
+    const auto query = release_query(cfg, make_run_embedder(cfg, RunLayout(run_dir).sigma_estimate()));
+    for (auto& split : splits) {
+      cut_rows[split.name] = cut_before_embedding(split, *ctx.tok, ctx.max_length_eval, query);
+      LOG_INFO("[eval] {}: {} of {} texts longer than {} pieces, cut and embedded again", split.name,
+               cut_rows[split.name], split.texts.size(), ctx.max_length_eval);
+    }
+  }
 
   auto embed_clean = [&ctx](const std::vector<std::string>& t) { return ctx.clean_embedder->embed(t); };
   json res;
@@ -177,10 +217,17 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   res["command"] = command_line;
   res["revision"] = DAEI_GIT_REV;
   res["splits"] = json::object();
-  std::string md = fmt::format("# daei evaluation: {}\n\n`{}`  \nrevision {} · embedder {} · σ {} · {} bootstrap "
-                               "resamples · references are the true texts truncated to {} tokens\n",
-                               fs::path(run_dir).filename().string(), command_line, DAEI_GIT_REV, ctx.embedder_id,
-                               res["sigma"].get<double>(), opt.bootstrap, ctx.max_length_eval);
+  res["bleu_convention"] = "vec2text: sacrebleu corpus_bleu on each pair (13a, exp smoothing, effective order off), "
+                           "averaged; bleu_sentence = sacrebleu sentence_bleu (effective order on)";
+  res["cut_before_embedding"] = cfg.flag("eval.cut_before_embedding");
+  std::string md = fmt::format(
+      "# daei evaluation: {}\n\n`{}`  \nrevision {} · embedder {} · σ {} · {} bootstrap resamples · references are "
+      "the true texts truncated to {} tokens, {} · BLEU in vec2text's convention (sacrebleu per pair, effective order "
+      "off: under 4 words scores 0; `bleu_sentence` in results.json has it on)\n",
+      fs::path(run_dir).filename().string(), command_line, DAEI_GIT_REV, ctx.embedder_id, res["sigma"].get<double>(),
+      opt.bootstrap, ctx.max_length_eval,
+      cfg.flag("eval.cut_before_embedding") ? "cut before they are embedded (vec2text's rule)"
+                                            : "embedded whole (eval.cut_before_embedding false)");
   json per_round{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"splits", json::object()}};
   std::string samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery.\n";
   for (const auto& split : splits) {
@@ -205,6 +252,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
     }
     json js{{"n", static_cast<int64_t>(split.texts.size())}, {"sigma", split.sigma}, {"systems", json::object()}};
+    if (cut_rows.count(split.name)) js["cut_before_embedding"] = cut_rows.at(split.name);
     md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text | "
                       "loops | repeats ≥ 4 |\n|---|---|---|---|---|---|---|---|---|\n",
                       split.name, split.texts.size());
@@ -226,6 +274,10 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                         fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"),
                         100.0 * s.mean.at("loops"), 100.0 * s.mean.at("repeat4"));
     }
+    if (ctx.daei_clean_hypotheses && scores.count("daei"))
+      md += "\n`daei` (reference): **outside the threat model** — the paper's protocol (`protocol.clean_hypotheses`): "
+            "its corrector was trained on, and corrects with, CLEAN embeddings of its hypotheses, as DAEI's public "
+            "stage-4 code does; a noise-adding release never answers so. The other rows query the release.\n";
     if (scores.count("zsinvert") || scores.count("zsinvert-dae"))
       md += "\n`zsinvert`: adversarial decoding (ZSInvert, reference notes §3), no inverter: a generator LM proposes "
             "the top-k next tokens of each beam and only the black box's cosine to the release ranks them (fresh noise "
@@ -242,6 +294,8 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                                                                  {"wiener-inverter", "noisy-inverter"},
                                                                  {"joint-no-corrector", "dae-only"},
                                                                  {"joint-no-corrector", "dae-only-continued"},
+                                                                 {"joint-no-corrector", "noisy-inverter"},
+                                                                 {"dae-only-continued", "noisy-inverter"},
                                                                  {"dae-only-continued", "dae-only"},
                                                                  {"noisy-vec2text", "noisy-inverter"},
                                                                  {"dae-corrected", "dae-only"},

@@ -24,6 +24,7 @@ namespace daei {
 
 class Communicator;
 class Config;
+class SpmTokenizer;
 
 struct EvalOptions {
   int64_t max_texts = 500;   // per split; 0 = all
@@ -53,6 +54,14 @@ bool repeats_a_token(const std::string& text, int times);
 // "the cat. the cat"). Words are runs of letters, digits and apostrophes (non-ASCII bytes count as letters), compared
 // without case; punctuation only separates them.
 bool has_short_loop(const std::string& text, int max_phrase = 3);
+
+// vec2text's rule (reference notes §4): the evaluated text is the text embedded. Each text of `split` longer than
+// max_length pieces of `tok` is replaced by its first max_length pieces, decoded, and queried again through
+// `query` (clean, noisy rows; keys "eval-cut/SPLIT/ROW"); the other rows are kept as cached. Returns the number
+// of texts cut.
+using CleanNoisyFn = std::function<std::pair<at::Tensor, at::Tensor>(const std::vector<std::string>& texts,
+                                                                     const std::vector<std::string>& keys)>;
+int64_t cut_before_embedding(EvalSplit& split, const SpmTokenizer& tok, int64_t max_length, const CleanNoisyFn& query);
 
 // The whole command. Rank 0 evaluates; other ranks return at once. extra_files: JSON-lines texts to embed, noise
 // and evaluate like a split. Returns the exit code.

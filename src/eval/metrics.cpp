@@ -213,8 +213,8 @@ PerText score_all(const std::vector<std::string>& hyps, const std::vector<std::s
   PerText out;
   for (std::size_t i = 0; i < hyps.size(); ++i) {
     const BleuStats st = bleu_stats(hyps[i], {refs[i]});
-    out.bleu.push_back(bleu_from_stats(st, true));
-    out.bleu_vec2text.push_back(bleu_from_stats(st, false));
+    out.bleu.push_back(bleu_from_stats(st, false));
+    out.bleu_sentence.push_back(bleu_from_stats(st, true));
     out.token_f1.push_back(token_f1(hyps[i], refs[i]));
     out.rouge_l.push_back(rouge_l(hyps[i], refs[i]));
     out.rouge1.push_back(rouge1(hyps[i], refs[i]));

@@ -58,8 +58,10 @@ bool exact_match(const std::string& hyp, const std::string& ref);
 
 // ---- per text ----
 struct PerText {
-  std::vector<double> bleu, token_f1, rouge_l, exact;  // bleu = sentence_bleu; exact is 0/1
-  std::vector<double> bleu_vec2text, rouge1;           // vec2text's BLEU convention; ROUGE-1 F
+  // bleu follows vec2text (vec2text_bleu: effective order off, so a hypothesis under 4 tokens scores 0), as the
+  // paper's tables do; bleu_sentence is sacrebleu's sentence_bleu (effective order on). exact is 0/1.
+  std::vector<double> bleu, token_f1, rouge_l, exact;
+  std::vector<double> bleu_sentence, rouge1;  // ROUGE-1 F
 };
 // Throws std::invalid_argument when the sizes differ.
 PerText score_all(const std::vector<std::string>& hyps, const std::vector<std::string>& refs);

@@ -135,6 +135,12 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
       c.corrected["clean-to-noisy-corrected"] = make("clean-to-noisy-corrected", "clean-to-noisy", false, release);
       continue;
     }
+    if (chain.system == "daei" && cfg.flag("protocol.clean_hypotheses")) {
+      // The paper's protocol: the daei corrector was trained on clean hypothesis embeddings and corrects with them.
+      c.daei_clean_hypotheses = true;
+      c.corrected["daei"] = make("daei", round0_system(chain), false, clean_hypothesis_query(c.clean_embedder));
+      continue;
+    }
     c.corrected[chain.system] = make(chain.system, round0_system(chain), false, release);
     // A reference outside the threat model (issue 21 item 5): the daei corrector scoring and correcting with CLEAN
     // embeddings of its hypotheses, as DAEI's public stage-4 code appears to (no noise level reaches its embedder).
@@ -264,7 +270,7 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                                decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, c->dae_sigma(sp)),
                                             "joint-no-corrector"));
                  }});
-  corrected("daei");
+  corrected("daei", ctx.daei_clean_hypotheses);  // protocol.clean_hypotheses: outside the threat model
   corrected("daei-clean-hyp", true);  // reference: clean hypothesis embeddings
   for (const std::string name : {"zsinvert", "zsinvert-dae"})
     if (auto it = ctx.zsinvert.find(name); it != ctx.zsinvert.end()) s.push_back({name, false, it->second});

@@ -44,6 +44,7 @@ struct EvalContext {
   std::shared_ptr<InverterImpl> stage2_continued_inv;  // the control for stage 3's extra steps
   // The corrected systems whose corrector is trained, by row name (daei, dae-corrected, noisy-vec2text).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;
+  bool daei_clean_hypotheses = false;  // protocol.clean_hypotheses: the daei row reads clean hypothesis embeddings
   // The zsinvert rows (zsinvert, zsinvert-dae) when zsinvert.enabled and runs/NAME/lm/final exist; each runs on
   // the first zsinvert_max_texts texts of a split (0: all).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> zsinvert;

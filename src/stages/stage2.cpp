@@ -124,10 +124,12 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   inverter_->train();
   max_len_ = cfg.integer("inverter.max_length_train");
   auto opt = trainer_options(cfg, budget.section, stage_dir);
+  if (budget.steps > 0) opt.total_steps = budget.steps;
   opt.tag = tag;
   opt.resume = resume;
   opt.force = force;
-  ParamGroupSpec g{"inverter", inverter_->parameters(), cfg.real(budget.lr_key), cfg.real(budget.weight_decay_key), 0.0};
+  ParamGroupSpec g{"inverter", inverter_->parameters(), budget.lr > 0 ? budget.lr : cfg.real(budget.lr_key),
+                   cfg.real(budget.weight_decay_key), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", inverter_.ptr()}}, std::vector{g});
   trainer_->terms = {"loss", "tokens"};
   trainer_->loss = [this, device](const Batch& b) {

@@ -60,6 +60,8 @@ struct InverterBudget {
   std::string pretrained_dir;                // a fresh inverter's T5 from the pretrain stage (stages/pretrain.h)
   // A fresh inverter's token embeddings from queries of the black box (inverter.token_init; stages/token_init.h).
   std::shared_ptr<const NoisyEmbedder> token_box;
+  int64_t steps = 0;  // > 0: optimizer steps instead of the section's (the noisy inverter: stage2.noisy_steps)
+  double lr = 0;      // > 0: instead of lr_key's value (stage2.noisy_lr)
 };
 
 class InverterStage {

@@ -3,10 +3,11 @@
 // queried like any release) and ê = DAE(f̃(x̂)); the corrector — a T5 of the inverter's size with three input MLPs —
 // learns the true text with cross-entropy. lr 5e-4.
 //
-// Warm start (stage4.warm_start, on by default; DAEI starts its corrector from the trained inverter): the corrector's
-// T5 and its T1 transform start as the inverter it corrects; T2 and T3 as copies of T1 (stage4.warm_start_t2_t3:
-// copy) or fresh. A corrector that starts from scratch ends above the inverter's CE at equal budgets and makes its
-// hypotheses worse (results/replicate-cpu.md, issue 21).
+// Warm start (stage4.warm_start, on by default): the corrector's T5 and its T1 transform start as the inverter it
+// corrects; T2 and T3 as copies of T1 (stage4.warm_start_t2_t3: copy) or fresh. This is OUR choice, not DAEI's: DAEI's
+// stage-4 script builds a fresh t5-base corrector beside a frozen inverter (reference notes §7;
+// configs/paper-protocol-cpu.yaml follows it with warm_start false). Here a corrector from scratch ends above the
+// inverter's CE at equal budgets and makes its hypotheses worse (results/replicate-cpu.md, issue 21).
 //
 // The same stage trains three correctors with one budget (the stage4.* keys), one for each corrected row of the
 // paper's Table I (CorrectorChain): daei (stage-3 DAE and inverter), dae-corrected (stage-1 DAE, stage-2 inverter:

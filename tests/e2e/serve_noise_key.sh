@@ -87,8 +87,12 @@ assert rows[0]["noisy"] == rows[1]["noisy"] and rows[0]["noisy"] != rows[0]["cle
 PY
 
 echo "== the secret is in no log and no file"
-# A 256-bit key written out would be 64 hex digits or 43+ base64 characters; no log line holds such a run.
-if grep -aEh '[0-9a-fA-F]{32,}|[A-Za-z0-9+/]{40,}' ./*.err; then fail "a key-like string in a log"; fi
+# A 256-bit key written out would be 64 hex digits or 43+ base64 characters; no log line holds such a run. The
+# paths the test itself passes (build, source and temporary directories) are taken out first: a deep checkout's path
+# is a long run of letters and slashes (CI's /check/work/main/tests/fixtures/glove/mini matched).
+if sed -e "s#$BUILD##g" -e "s#$SRC##g" -e "s#$T##g" ./*.err | grep -aE '[0-9a-fA-F]{32,}|[A-Za-z0-9+/]{40,}'; then
+  fail "a key-like string in a log"
+fi
 left=$(find "$T/home" "$TMPDIR" -type f)
 [[ -z $left ]] || fail "files written: $left"
 echo "ok"

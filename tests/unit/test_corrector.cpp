@@ -2,6 +2,8 @@
 // beam, query accounting, chunked embedding). Fixtures: tests/support/corrector_fixtures.h.
 #include "../support/corrector_fixtures.h"
 #include "../support/test_seed.h"
+#include "eval/evaluate.h"
+#include "stages/data_source.h"
 
 using namespace daei;
 using namespace daei::corrector_test;
@@ -466,4 +468,38 @@ TEST(Correction, ChunkedEmbeddingEqualsUnchunked) {
   EXPECT_EQ(a.queries_per_text, b.queries_per_text);
   ASSERT_EQ(a.best_cos.size(), b.best_cos.size());
   for (size_t i = 0; i < a.best_cos.size(); ++i) EXPECT_NEAR(a.best_cos[i], b.best_cos[i], 1e-6);
+}
+
+// Issue 36: vec2text truncates before embedding. A text over the limit is replaced by its cut, decoded, and that cut
+// is what the release is queried for; a text within the limit keeps its cached rows.
+TEST(EvalTruncation, TextsOverTheLimitAreEmbeddedCut) {
+  using namespace daei::corrector_test;
+  const auto& tok = tokenizer();
+  EvalSplit split;
+  split.name = "test";
+  const std::string short_text = sentence(1, 3), long_text = sentence(2, 24);
+  split.texts = {short_text, long_text};
+  split.clean = torch::zeros({2, 3});
+  split.noisy = torch::full({2, 3}, 5.0);
+  const int64_t max_length = 16;
+  ASSERT_LE(static_cast<int64_t>(tok.encode(short_text, 1000).size()), max_length);
+  ASSERT_GT(static_cast<int64_t>(tok.encode(long_text, 1000).size()), max_length);
+  std::vector<std::string> asked, asked_keys;
+  const CleanNoisyFn query = [&](const std::vector<std::string>& texts, const std::vector<std::string>& keys) {
+    asked = texts;
+    asked_keys = keys;
+    auto clean = torch::full({static_cast<int64_t>(texts.size()), 3}, 7.0);
+    return std::make_pair(clean, clean + 1);
+  };
+  EXPECT_EQ(cut_before_embedding(split, tok, max_length, query), 1);
+  const std::string cut = tok.decode(tok.encode(long_text, max_length));
+  ASSERT_EQ(asked, std::vector<std::string>{cut});
+  EXPECT_EQ(asked_keys, std::vector<std::string>{"eval-cut/test/1"});
+  EXPECT_LT(cut.size(), long_text.size());
+  EXPECT_EQ(split.texts[0], short_text);
+  EXPECT_EQ(split.texts[1], cut);
+  EXPECT_TRUE(torch::equal(split.clean[0], torch::zeros({3})));
+  EXPECT_TRUE(torch::equal(split.noisy[0], torch::full({3}, 5.0)));
+  EXPECT_TRUE(torch::equal(split.clean[1], torch::full({3}, 7.0)));
+  EXPECT_TRUE(torch::equal(split.noisy[1], torch::full({3}, 8.0)));
 }

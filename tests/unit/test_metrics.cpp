@@ -92,14 +92,30 @@ TEST(MetricsPairs, ScoreAllAgreesWithSingleCalls) {
   const m::PerText s = m::score_all(hyps, refs);
   ASSERT_EQ(s.bleu.size(), hyps.size());
   for (std::size_t i = 0; i < hyps.size(); ++i) {
-    EXPECT_EQ(s.bleu[i], m::sentence_bleu(hyps[i], refs[i]));
-    EXPECT_EQ(s.bleu_vec2text[i], m::vec2text_bleu(hyps[i], refs[i]));
+    EXPECT_EQ(s.bleu[i], m::vec2text_bleu(hyps[i], refs[i]));  // the reported BLEU: vec2text's convention
+    EXPECT_EQ(s.bleu_sentence[i], m::sentence_bleu(hyps[i], refs[i]));
     EXPECT_EQ(s.token_f1[i], m::token_f1(hyps[i], refs[i]));
     EXPECT_EQ(s.rouge_l[i], m::rouge_l(hyps[i], refs[i]));
     EXPECT_EQ(s.rouge1[i], m::rouge1(hyps[i], refs[i]));
     EXPECT_EQ(s.exact[i], hyps[i] == refs[i] ? 1.0 : 0.0);
   }
   EXPECT_THROW(m::score_all({"a"}, {}), std::invalid_argument);
+}
+
+TEST(MetricsPairs, ReportedBleuIsVec2textsConvention) {
+  // Issue 36: the reported BLEU is vec2text's (effective order off). On short pairs the two conventions part: the
+  // fixture values (tests/fixtures/metrics/make_fixtures.py, sacrebleu's own code) are 0 for vec2text's and 0.3467 /
+  // 0.3679 for sentence_bleu's; an exact 3-word recovery scores 0 under vec2text's convention.
+  const m::PerText s = m::score_all({"a little test", "test", "the cat sat", "The cat sat on the mat."},
+                                    {"a test", "a test", "the cat sat", "The cat is on the mat."});
+  EXPECT_EQ(s.bleu[0], 0.0);
+  EXPECT_NEAR(s.bleu_sentence[0], 0.3466806371753173, 1e-12);
+  EXPECT_EQ(s.bleu[1], 0.0);
+  EXPECT_NEAR(s.bleu_sentence[1], 0.3678794411714425, 1e-12);
+  EXPECT_LT(s.bleu[2], 1e-6);
+  EXPECT_NEAR(s.bleu_sentence[2], 1.0, 1e-12);
+  EXPECT_NEAR(s.bleu[3], 0.4889230224349009, 1e-12);  // 4+ tokens: the conventions agree
+  EXPECT_NEAR(s.bleu_sentence[3], 0.4889230224349009, 1e-12);
 }
 
 // ---- expected values published in the reference projects' own tests ----
