@@ -331,6 +331,16 @@ DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::strin
                                   j["cos_dae_stage3"].get<double>());
     }
   }
+  out.markdown += "\n| split | DAE MSE cut [95 % CI] | noisy-only Wiener cut [95 % CI] | DAE − Wiener [95 % CI] |\n"
+                  "|---|---|---|---|\n";
+  for (const auto& [split, r] : rows) {
+    const double dae_cut = 1.0 - r.mse_dae / r.mse_noisy, w_cut = 1.0 - r.mse_wiener_noisy_only / r.mse_noisy;
+    out.markdown += fmt::format("| {} | {:.1f} % [{:.1f}, {:.1f}] | {:.1f} % [{:.1f}, {:.1f}] | {:+.1f} points [{:+.1f}, "
+                                "{:+.1f}] |\n", split, 100 * dae_cut, 100 * r.cut_dae_ci.first,
+                                100 * r.cut_dae_ci.second, 100 * w_cut, 100 * r.cut_wiener_ci.first,
+                                100 * r.cut_wiener_ci.second, 100 * (dae_cut - w_cut),
+                                100 * r.cut_dae_minus_wiener_ci.first, 100 * r.cut_dae_minus_wiener_ci.second);
+  }
   out.markdown += "\nOracle Wiener filter fitted on " + oracle_from + ".\n";
   if (const int64_t n = cfg.integer("train.synthetic_rows"); n > 0) {
     // Seeded synthetic rows stood in for the caches (a test setting): say so wherever the numbers go.

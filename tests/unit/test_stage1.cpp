@@ -218,6 +218,19 @@ TEST(DaeTable, WienerFiltersOnGaussianData) {
   EXPECT_LT(r.mse_wiener_noisy_only, 1.02 * r.mse_wiener_oracle);
   EXPECT_GE(r.mse_wiener_noisy_only, 0.98 * r.mse_wiener_oracle);
   EXPECT_NE(format_table({{"test", r}}, sigma).find("oracle"), std::string::npos);
+  // Issue 36: the cuts' intervals hold the point value; the identity "DAE" cuts nothing, exactly, on every resample;
+  // the Wiener filter's cut minus the DAE's is the Wiener cut, its interval the Wiener cut's.
+  EXPECT_EQ(r.cut_dae_ci, std::make_pair(0.0, 0.0));
+  const double w_cut = 1 - r.mse_wiener_noisy_only / r.mse_noisy;
+  EXPECT_LT(r.cut_wiener_ci.first, w_cut);
+  EXPECT_GT(r.cut_wiener_ci.second, w_cut);
+  EXPECT_LT(r.cut_wiener_ci.second - r.cut_wiener_ci.first, 0.1);
+  EXPECT_NEAR(r.cut_dae_minus_wiener_ci.first, -r.cut_wiener_ci.second, 1e-9);
+  EXPECT_NEAR(r.cut_dae_minus_wiener_ci.second, -r.cut_wiener_ci.first, 1e-9);
+  // A hand-made case: every row's error halved, so every resample cuts exactly 50 %.
+  const auto half = mse_cut_ci({1, 2, 3, 4}, {2, 4, 6, 8}, 200, 7);
+  EXPECT_NEAR(half.first, 0.5, 1e-12);
+  EXPECT_NEAR(half.second, 0.5, 1e-12);
 
   // The wiener-inverter baseline trains on W(y) from wiener_data and eval re-applies W from the saved file: both
   // must be the filter fitted here, bit for bit.

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""results/paper_gap.{md,json} from the four runs of launch/paper_gap.sh (issue 36).
+
+    python3 launch/paper_gap_summary.py [--runs runs] [--out results/paper_gap]
+
+For each condition ({GloVe, contextual} x {threat model, paper protocol}) it reads runs/gap-*/eval/results.json and
+writes: noisy-vec2text, dae-corrected, daei, clean-to-clean (and the round-0 rows) with BLEU and token F1 and their
+intervals; the paired verdicts daei - noisy-vec2text and daei - dae-corrected that eval computed; BLEU(daei) /
+BLEU(noisy-vec2text); the share of the clean-to-clean - noisy-vec2text gap daei recovers; the DAE's and the
+noisy-only Wiener filter's MSE cut with intervals. Then the single switches that the runs isolate (each the
+difference of two rows eval measured). Nothing is computed that eval did not write, except ratios and differences
+of means. The prose of the attribution is written by hand under the tables (results/paper_gap.md, "Attribution").
+"""
+import argparse
+import json
+import os
+
+CONDITIONS = [("glove", "threat"), ("glove", "paper"), ("contextual", "threat"), ("contextual", "paper")]
+ROWS = ["clean-to-clean", "noisy-inverter", "dae-only", "joint-no-corrector", "noisy-vec2text", "dae-corrected",
+        "daei", "daei-clean-hyp"]
+
+
+def load(runs, emb, proto):
+    path = os.path.join(runs, f"gap-{emb}-{proto}", "eval", "results.json")
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
+def verdict(t, a, b, metric):
+    for v in t["verdicts"]:
+        if v["a"] == a and v["b"] == b and v["metric"] == metric:
+            return v
+    return None
+
+
+def fmt_v(v):
+    if v is None:
+        return "n/a"
+    lo, hi = v["ci"]
+    tag = f"**{v['a']} higher**" if lo > 0 else f"**{v['b']} higher**" if hi < 0 else "not separated"
+    return f"{v['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] {tag}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default="runs")
+    ap.add_argument("--out", default="results/paper_gap")
+    a = ap.parse_args()
+    walls = {}
+    wall_log = os.path.join(a.runs, "paper_gap_walls.log")
+    if os.path.exists(wall_log):
+        for line in open(wall_log):
+            parts = line.split()
+            if len(parts) >= 4 and parts[0] == "[paper-gap]":
+                walls[os.path.basename(parts[1].rstrip(":")).replace(".yaml", "")] = int(parts[2])
+    out = {"conditions": {}}
+    md = []
+    for emb, proto in CONDITIONS:
+        r = load(a.runs, emb, proto)
+        key = f"{emb}-{proto}"
+        if r is None:
+            md.append(f"\n### {key}: not run\n")
+            continue
+        t = r["splits"]["test"]
+        S = t["systems"]
+        c = {"embedder": r["embedder"], "sigma": r["sigma"], "revision": r["revision"], "command": r["command"],
+             "eval_wall_s": r.get("wall_s"), "pipeline_wall_s": walls.get(key), "n": t["n"], "rows": {},
+             "verdicts": {}}
+        md.append(f"\n### {key}: {r['embedder']}, σ {r['sigma']}, n = {t['n']} test texts\n")
+        md.append(f"`{r['command']}` · revision {r['revision']} · pipeline wall "
+                  f"{walls.get(key, 'n/a')} s · eval wall {r.get('wall_s', 0):.0f} s\n")
+        md.append("| system | BLEU [95 % CI] | token F1 [95 % CI] | cos | loops |\n|---|---|---|---|---|")
+        for name in ROWS:
+            if name not in S:
+                continue
+            s = S[name]
+            c["rows"][name] = {k: s[k] for k in ("bleu", "bleu_ci", "token_f1", "token_f1_ci", "cos", "loops",
+                                                 "reference") if k in s}
+            mark = " (outside the threat model)" if s.get("reference") else ""
+            md.append(f"| {name}{mark} | {s['bleu']:.3f} [{s['bleu_ci'][0]:.3f}, {s['bleu_ci'][1]:.3f}] | "
+                      f"{s['token_f1']:.3f} [{s['token_f1_ci'][0]:.3f}, {s['token_f1_ci'][1]:.3f}] | "
+                      f"{s['cos']:.3f} | {100 * s.get('loops', 0):.0f} % |")
+        md.append("")
+        for a_, b_ in [("daei", "noisy-vec2text"), ("daei", "dae-corrected"), ("joint-no-corrector", "noisy-inverter"),
+                       ("dae-only-continued", "noisy-inverter"), ("dae-only", "noisy-inverter")]:
+            for m in ("bleu", "token_f1"):
+                v = verdict(t, a_, b_, m)
+                if v is not None:
+                    c["verdicts"][f"{a_} - {b_} ({m})"] = {"diff": v["diff"], "ci": v["ci"]}
+                    md.append(f"- {a_} − {b_}, {m}: {fmt_v(v)}")
+        if "daei" in S and "noisy-vec2text" in S:
+            ratio = S["daei"]["bleu"] / S["noisy-vec2text"]["bleu"] if S["noisy-vec2text"]["bleu"] > 0 else None
+            c["bleu_ratio_daei_over_noisy_vec2text"] = ratio
+            md.append(f"- BLEU(daei)/BLEU(noisy-vec2text): **{ratio:.2f}** (paper: 2.54)" if ratio else
+                      "- BLEU ratio: noisy-vec2text BLEU is 0")
+            if "clean-to-clean" in S:
+                for m in ("bleu", "token_f1"):
+                    gap = S["clean-to-clean"][m] - S["noisy-vec2text"][m]
+                    share = (S["daei"][m] - S["noisy-vec2text"][m]) / gap if gap > 0 else None
+                    c[f"noise_cost_{m}"] = gap
+                    c[f"gap_share_daei_{m}"] = share
+                    md.append(f"- {m}: the noise costs {gap:+.3f} (clean-to-clean − noisy-vec2text); daei recovers "
+                              + (f"**{100 * share:+.0f} %** of it (paper: +67 %)" if share is not None else "n/a"))
+        d = r.get("dae", {}).get("test")
+        if d:
+            c["dae"] = {k: d[k] for k in d if k.startswith(("mse_reduction", "cos_"))}
+            ci = d.get("mse_reduction_dae_ci")
+            wci = d.get("mse_reduction_wiener_noisy_only_ci")
+            dci = d.get("mse_reduction_dae_minus_wiener_ci")
+            md.append(f"- MSE to the clean embedding cut by the stage-1 DAE: {100 * d['mse_reduction_dae']:.1f} %"
+                      + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+                      + f"; by the noisy-only Wiener filter: {100 * d['mse_reduction_wiener_noisy_only']:.1f} %"
+                      + (f" [{100 * wci[0]:.1f}, {100 * wci[1]:.1f}]" if wci else "")
+                      + (f"; DAE − Wiener {100 * (d['mse_reduction_dae'] - d['mse_reduction_wiener_noisy_only']):+.1f}"
+                         f" points [{100 * dci[0]:+.1f}, {100 * dci[1]:+.1f}]" if dci else "")
+                      + f" (2,000 test rows; noisy/clean cos {d['cos_noisy']:.3f})")
+        out["conditions"][key] = c
+    # The switches the runs isolate, each a difference of measured means (test split, token F1 and BLEU).
+    iso = []
+    for emb in ("glove", "contextual"):
+        th, pa = load(a.runs, emb, "threat"), load(a.runs, emb, "paper")
+        if th is None:
+            continue
+        T = th["splits"]["test"]["systems"]
+        P = pa["splits"]["test"]["systems"] if pa else {}
+
+        def d(x, y, m):
+            return x[m] - y[m]
+
+        for m in ("token_f1", "bleu"):
+            if "daei-clean-hyp" in T and "daei" in T:
+                iso.append((emb, m, "clean hypotheses at evaluation alone (threat run: daei-clean-hyp − daei)",
+                            d(T["daei-clean-hyp"], T["daei"], m)))
+            if P:
+                if "noisy-inverter" in P and "noisy-inverter" in T:
+                    iso.append((emb, m, "the baseline's budget alone on its inverter (noisy-inverter: paper − threat)",
+                                d(P["noisy-inverter"], T["noisy-inverter"], m)))
+                if "noisy-vec2text" in P and "noisy-vec2text" in T:
+                    iso.append((emb, m, "budget + fresh corrector + 10 rounds beam 3 on noisy-vec2text (paper − threat)",
+                                d(P["noisy-vec2text"], T["noisy-vec2text"], m)))
+                if "dae-corrected" in P and "dae-corrected" in T:
+                    iso.append((emb, m, "fresh corrector + 10 rounds beam 3 on dae-corrected (paper − threat; same "
+                                        "inverter and hypotheses)", d(P["dae-corrected"], T["dae-corrected"], m)))
+                if "daei" in P and "daei" in T:
+                    iso.append((emb, m, "fresh corrector + clean hypotheses + 10 rounds beam 3 on daei (paper − threat)",
+                                d(P["daei"], T["daei"], m)))
+                if all(k in P for k in ("daei", "dae-corrected")) and all(k in T for k in ("daei", "dae-corrected")):
+                    iso.append((emb, m, "clean hypotheses in training and evaluation, net of the corrector switches "
+                                        "((daei − dae-corrected) paper − threat)",
+                                d(P["daei"], P["dae-corrected"], m) - d(T["daei"], T["dae-corrected"], m)))
+    out["isolated_switches"] = [{"embedder": e, "metric": m, "switch": s, "diff": v} for e, m, s, v in iso]
+    if iso:
+        md.append("\n### Switches isolated by the runs (differences of means, test split)\n")
+        md.append("| embedder | metric | switch | difference |\n|---|---|---|---|")
+        for e, m, s, v in iso:
+            md.append(f"| {e} | {m} | {s} | {v:+.4f} |")
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    with open(a.out + ".tables.md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
