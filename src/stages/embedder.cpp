@@ -68,8 +68,10 @@ at::Tensor gather_global_rows(Communicator& comm, const at::Tensor& local, int64
 
 at::Tensor in_batch_loss_for_rank(Communicator& comm, const at::Tensor& z1, const at::Tensor& z2, int64_t offset,
                                   int64_t global_rows, double temperature, bool symmetric, double* loss) {
-  auto full = in_batch_contrastive_loss(gather_global_rows(comm, z1, offset, global_rows),
-                                        gather_global_rows(comm, z2, offset, global_rows), temperature, symmetric);
+  // Two statements: the collectives run in this order on every rank (argument order is unspecified in C++).
+  const auto g1 = gather_global_rows(comm, z1, offset, global_rows);
+  const auto g2 = gather_global_rows(comm, z2, offset, global_rows);
+  auto full = in_batch_contrastive_loss(g1, g2, temperature, symmetric);
   if (loss) *loss = full.item<double>();
   return full * static_cast<double>(global_rows);
 }

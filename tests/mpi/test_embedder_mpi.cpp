@@ -7,6 +7,7 @@
 
 #include "../support/mpi_world.h"
 #include "../support/toy_run.h"
+#include "core/error.h"
 #include "core/fsutil.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
