@@ -22,6 +22,7 @@
 #include "stages/wiener.h"
 #include "stages/lm.h"
 #include "stages/pretrain.h"
+#include "stages/embedder.h"
 #include "data/cache.h"
 #include "stages/trainer.h"
 
@@ -197,6 +198,22 @@ int train_pretrain(Context& ctx, const TrainCommand& cmd, const std::string& sta
   return s.run();
 }
 
+// The contextual embedder (a GTR stand-in): the pretrain stage's T5 encoder trained with SimCSE on the training texts
+// alone (no embeddings read); its report embeds up to embedder_train.report_texts test texts (the defender's model).
+int train_embedder(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
+  const RunLayout layout(ctx.run_dir);
+  EmbedderStageData d;
+  d.train = lm_texts(train);
+  if (auto val = heldout_split(ctx)) d.val = lm_texts(val);
+  if (ctx.comm->is_root()) d.report_texts = embedder_report_texts(ctx.config, ctx.run_dir);
+  d.tokenizer_file = layout.tokenizer_for(ctx.config.str("inverter.tokenizer"));
+  d.pretrained_dir = layout.final_module("pretrain", "t5");
+  EmbedderStage s(ctx.config, *ctx.comm, stage_dir, std::move(d), tok, cmd.resume, cmd.force);
+  return s.run();
+}
+
 struct StageEntry {
   std::string folder;
   std::function<int(Context&, const TrainCommand&, const std::string&)> train;
@@ -216,6 +233,7 @@ const std::map<std::string, StageEntry>& stages() {
         {"wiener-inverter", {"wiener-inverter", train_wiener_inverter, "stage2", {}}},
         {"lm", {"lm", train_lm, "lm", {}}},
         {"pretrain", {"pretrain", train_pretrain, "pretrain", {}}},
+        {"embedder", {"embedder", train_embedder, "embedder_train", {"pretrain"}}},
     };
     for (const auto& c : corrector_chains()) {
       std::vector<std::string> needs{c.inverter_stage};
@@ -339,7 +357,8 @@ DAEI_SUBCOMMAND(train_spec(
     "clean-corrector: the clean reference's corrector (reference.corrector); pretrain: a T5 pretrained with span corruption on the "
     "training texts, the start of every inverter when pretrain.enabled; "
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
-    "zsinvert, trained on texts only); --resume continues from the newest checkpoint",
+    "zsinvert, trained on texts only; embedder: a contextual sentence embedder (pretrain's T5 encoder, SimCSE on the training texts), "
+    "exported as a sentence-transformers directory); --resume continues from the newest checkpoint",
     add_flags));
 
 DAEI_SUBCOMMAND(train_spec("pretrain",

@@ -19,11 +19,11 @@ namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
                                           "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
-                                          "clean-corrector", "lm", "pretrain"};
+                                          "clean-corrector", "lm", "pretrain", "embedder"};
 // The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, and pretrain have the inverters' shape).
 const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
                                              "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
-                                             "clean-corrector", "lm", "pretrain"};
+                                             "clean-corrector", "lm", "pretrain", "embedder"};
 const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy",
                                               "cache/hyp-train-clean"};
 const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector", "clean-corrector"};
@@ -31,7 +31,7 @@ const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "s
                                               "clean-inverter", "wiener-inverter", "stage3", "stage2-continued", "cache/hyp-train",
                                               "cache/hyp-train-dae", "cache/hyp-train-noisy", "cache/hyp-train-clean",
                                               "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm",
-                                              "pretrain"};
+                                              "pretrain", "embedder"};
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
@@ -64,6 +64,9 @@ const std::vector<Rule>& rules() {
       {"stage4.eval_every", {}},
       {"lm.eval_every", {}},
       {"pretrain.eval_every", {}},
+      {"embedder_train.eval_every", {}},
+      {"embedder_train.report_texts", {}},   // the final report's texts and σs: measured, not trained on
+      {"embedder_train.report_sigmas", {}},
       {"train.heldout_rows", {}},           // the held-out CE's rows and cache/hyp-val*: logged, not trained on
       {"hypotheses.batch_size", {}},
       {"embedder.batch_size", {}},
@@ -112,9 +115,10 @@ const std::vector<Rule>& rules() {
       {"protocol.clean_hypotheses", {"cache/hyp-train", "stage4"}},  // the daei chain's hypotheses and corrector
       {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
+      {"embedder_train.", {"embedder"}},  // the contextual embedder (a GTR stand-in)
       // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).
       {"pretrain.", {"pretrain", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter", "stage3",
-                     "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector"}},
+                     "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "embedder"}},
       {"train.", kStages},
   };
   return r;

@@ -1,5 +1,6 @@
 #include "model/transformer_embedder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -81,6 +82,13 @@ TransformerEmbedder::TransformerEmbedder(const TransformerEmbedderSpec& spec)
     DAEI_FAIL("{} has no modules.json: set embedder.preset to gtr-t5-base or gte-base", dir);
   }
 
+  // As sentence-transformers: the model's max_seq_length caps the tokens of a text (a model trained on 32 tokens
+  // is not asked about more); embedder.max_length still applies when it is lower.
+  if (const std::string sb = model_dir + "/sentence_bert_config.json"; file_exists(sb)) {
+    const json j = json::parse(read_file(sb));
+    if (j.contains("max_seq_length") && j["max_seq_length"].is_number_integer())
+      max_length_ = std::min<int64_t>(max_length_, std::max<int64_t>(2, j["max_seq_length"].get<int64_t>()));
+  }
   const std::string cfg_path = model_dir + "/config.json", weights = model_dir + "/model.safetensors";
   DAEI_CHECK(file_exists(cfg_path) && file_exists(weights), "{}: needs config.json and model.safetensors", model_dir);
   const std::string model_type = json::parse(read_file(cfg_path)).value("model_type", spec.kind);

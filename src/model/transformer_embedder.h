@@ -7,6 +7,7 @@
 //   1_Pooling/config.json                pooling_mode_mean_tokens | pooling_mode_cls_token
 //   2_Dense/config.json + model.safetensors   optional linear.weight/linear.bias (+ activation: Identity | Tanh)
 //   a module whose type ends in "Normalize"  optional L2 normalisation
+//   sentence_bert_config.json            optional max_seq_length: caps embedder.max_length
 // Without modules.json a preset applies: gtr-t5-base = T5 encoder + mean pooling, no dense, no normalisation
 // (as vec2text uses it); gte-base = BERT + mean pooling + L2 normalisation.
 #pragma once
