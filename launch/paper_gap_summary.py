@@ -157,7 +157,7 @@ def main():
     with open(a.out + ".json", "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
-    with open(a.out + ".tables.md", "w") as f:
+    with open(a.out + ".tables.md", "w") as f:  # pasted under "The four conditions" in paper_gap.md
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
 
