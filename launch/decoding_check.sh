@@ -72,7 +72,7 @@ for name, j in js.items():
     mc = sum(S[n]["token_f1"] for n in cor if n in S) / max(1, sum(n in S for n in cor))
     lo = [S[n]["loops"] for n in att]
     d = S["daei"]
-    lines.append(f"| {name} | `{j['keys'] or '(quickstart: greedy rows, corrector beam 2)'}` | {d['token_f1']:.3f} "
+    lines.append(f"| {name} | `{j['keys'] or '(the run config as it is)'}` | {d['token_f1']:.3f} "
                  f"[{d['token_f1_ci'][0]:.3f}, {d['token_f1_ci'][1]:.3f}] | {d['bleu']:.3f} | {mi:.3f} | {mc:.3f} | "
                  f"{100 * sum(lo) / len(lo):.1f} % / {100 * max(lo):.1f} % | {j['eval_wall_s']} s |")
 lines.append("\nPer row (token F1, loops):\n")

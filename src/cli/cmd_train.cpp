@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/fsutil.h"
 #include "data/run_layout.h"
+#include "eval/metrics.h"
 #include "eval/reference.h"
 #include "model/embedder.h"
 #include "stages/data_source.h"
@@ -140,6 +141,10 @@ int train_stage3(Context& ctx, const TrainCommand& cmd, const std::string& stage
   const RunLayout layout(ctx.run_dir);
   Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, layout.final_dae("stage1"), layout.final_inverter("stage2"),
            cmd.resume, cmd.force);
+  const std::string select = ctx.config.str("stage3.select_by");
+  DAEI_CHECK(select == "last" || select == "heldout_bleu", "stage3.select_by must be last or heldout_bleu, got '{}'",
+             select);
+  if (select == "heldout_bleu") s.select_by(metrics::vec2text_bleu);  // the BLEU eval reports (vec2text's)
   s.enable_heldout(ctx.config, *ctx.comm, heldout_split(ctx));
   return s.run();
 }

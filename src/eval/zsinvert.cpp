@@ -48,6 +48,10 @@ void apply_repetition_penalty(at::Tensor& scores, const std::vector<std::vector<
   }
 }
 
+double naturalness_term(double weight, double logp, size_t tokens) {
+  return weight == 0 || tokens == 0 ? 0.0 : weight * logp / static_cast<double>(tokens);
+}
+
 int64_t zsinvert_queries_per_text(const ZsInvertOptions& opt, int64_t vocab) {
   const int64_t k = std::min(opt.top_k, vocab - 2);
   const int64_t stage = k + (opt.max_steps - 1) * opt.beam * k;
@@ -112,12 +116,14 @@ namespace {
 
 struct Beam {
   std::vector<int64_t> ids;
+  double logp = 0;  // the LM's log-probability of ids (unpenalised), for the naturalness term
 };
 
 struct TextSearch {
   std::vector<Beam> beams;
   std::string best_text;
-  double best_cos = -2;
+  double best_cos = -2;    // the cosine of best_text
+  double best_score = -std::numeric_limits<double>::infinity();  // cos + naturalness · mean log-prob: the ranking
   int64_t queries = 0;
 };
 
@@ -178,6 +184,7 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
         for (int64_t g = 0; g < G; ++g)
           for (int64_t b = 0; b < static_cast<int64_t>(st[g].beams.size()); ++b) rows.emplace_back(g, b);
         std::vector<std::vector<std::vector<int64_t>>> cand_ids(G);  // per text, in (beam, rank) order
+        std::vector<std::vector<double>> cand_logp(G);               // the LM's log-probability of each candidate
         for (size_t c = 0; c < rows.size(); c += static_cast<size_t>(opt.lm_batch)) {
           const size_t e = std::min(rows.size(), c + static_cast<size_t>(opt.lm_batch));
           std::vector<std::vector<int64_t>> prefixes;
@@ -191,6 +198,7 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
                      "zsinvert: the generator returned ({}) for {} prefixes",
                      fmt::format("{}", fmt::join(scores.sizes(), ", ")), prefixes.size());
           const int64_t V = scores.size(1);
+          const at::Tensor raw = opt.naturalness != 0 ? scores.clone() : at::Tensor();
           apply_repetition_penalty(scores, prefixes, opt.repetition_penalty);
           for (int64_t t : {lm.eos_id, lm.pad_id})
             if (t >= 0 && t < V) scores.select(1, t).fill_(-std::numeric_limits<float>::infinity());
@@ -198,12 +206,16 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
           DAEI_CHECK(k >= 1, "zsinvert: a vocabulary of {} tokens has nothing to propose besides EOS and pad", V);
           auto top = std::get<1>(scores.topk(k, 1, true, true)).contiguous();  // sorted: ties keep a fixed order
           auto a = top.accessor<int64_t, 2>();
+          const float* praw = raw.defined() ? raw.data_ptr<float>() : nullptr;
           for (size_t i = c; i < e; ++i) {
-            const auto& prefix = st[rows[i].first].beams[rows[i].second].ids;
+            const Beam& from = st[rows[i].first].beams[rows[i].second];
             for (int64_t j = 0; j < k; ++j) {
-              std::vector<int64_t> ids(prefix);
-              ids.push_back(a[static_cast<int64_t>(i - c)][j]);
+              const int64_t tok = a[static_cast<int64_t>(i - c)][j];
+              std::vector<int64_t> ids(from.ids);
+              ids.push_back(tok);
               cand_ids[rows[i].first].push_back(std::move(ids));
+              cand_logp[rows[i].first].push_back(
+                  praw ? from.logp + double(praw[static_cast<int64_t>(i - c) * V + tok]) : 0.0);
             }
           }
         }
@@ -238,16 +250,20 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
           st[g].queries += nc;
         }
         flush();
-        // 3. Keep the beam best distinct texts by cosine alone; remember the best seen.
+        // 3. Keep the beam best distinct texts by their score (the cosine alone at naturalness 0); remember the
+        //    best seen.
         for (int64_t g = 0; g < G; ++g) {
           if (cand_text[g].empty()) continue;
-          auto keep = top_distinct(cand_text[g], cand_cos[g], opt.beam);
+          std::vector<double> score(cand_cos[g]);
+          for (size_t j = 0; j < score.size(); ++j)
+            score[j] += naturalness_term(opt.naturalness, cand_logp[g][j], cand_ids[g][j].size());
+          auto keep = top_distinct(cand_text[g], score, opt.beam);
           std::vector<Beam> next;
-          for (int64_t i : keep) next.push_back(Beam{cand_ids[g][i]});
+          for (int64_t i : keep) next.push_back(Beam{cand_ids[g][i], cand_logp[g][i]});
           st[g].beams = std::move(next);
-          const double best = cand_cos[g][keep[0]];
-          if (best > st[g].best_cos) {
-            st[g].best_cos = best;
+          if (score[keep[0]] > st[g].best_score) {
+            st[g].best_score = score[keep[0]];
+            st[g].best_cos = cand_cos[g][keep[0]];
             st[g].best_text = cand_text[g][keep[0]];
           }
         }

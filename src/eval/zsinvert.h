@@ -5,10 +5,13 @@
 //     log-probabilities (encoder input: the empty text); tokens already in the prefix get the repetition penalty
 //     (HF's rule: a score < 0 is multiplied by it, else divided); EOS and pad are excluded; the top_k tokens of each
 //     prefix make the candidates prefix + token. Each candidate's decoded text is queried ONCE through the noisy
-//     black box with a fresh noise key (zsinvert_query_key) and scored ONLY by
-//         cos(shield(f̃(text)), shield(y))      (cosine: normalisation is implied)
-//     The LM's log-probability is not part of the score: the LM only proposes. The beam_width best distinct texts
-//     are kept (ties: the earlier candidate); the best text seen in any step is remembered.
+//     black box with a fresh noise key (zsinvert_query_key) and scored by
+//         cos(shield(f̃(text)), shield(y)) + naturalness · (LM log-probability of text) / tokens
+//     (cosine: normalisation is implied). At naturalness 0, ZSInvert's public ranking, the LM only proposes. Its
+//     naturalness term is an LLM's yes/no judgement, clamped, which we do not have; ours is the generator's own
+//     mean log-probability per token, unpenalised, so a string of pieces that are not words scores low
+//     (issue 34; results/decoding.md). The beam_width best distinct texts by score are kept (ties: the earlier
+//     candidate); the best-scoring text seen in any step is remembered.
 //   stage B (refine): one paraphrase-refinement round, the same search with the encoder input = the best text so
 //     far (the denoising LM as a paraphraser: the analogue of "write a sentence similar to this: {best}").
 //   answer: the best-scoring text seen in either stage (the attacker's own measure; no clean embedding is used).
@@ -39,6 +42,7 @@ struct ZsInvertOptions {
   int64_t top_k = 50;        // tokens proposed per kept prefix
   int64_t max_steps = 20;    // tokens generated per stage
   double repetition_penalty = 1.5;
+  double naturalness = 0.0;  // weight of the LM's mean log-probability per token in the ranking score (0 = cosine alone)
   bool refine = true;        // stage B
   int64_t embed_chunk = 1024;  // texts per black-box call (and per shield call)
   int64_t lm_batch = 256;    // prefixes per LM call
@@ -49,7 +53,7 @@ struct ZsInvertOptions {
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
     v("beam", s.beam), v("top_k", s.top_k), v("max_steps", s.max_steps);
-    v("repetition_penalty", s.repetition_penalty), v("refine", s.refine);
+    v("repetition_penalty", s.repetition_penalty), v("naturalness", s.naturalness), v("refine", s.refine);
     v("embed_chunk", s.embed_chunk), v("lm_batch", s.lm_batch), v("text_batch", s.text_batch);
   }
 };
@@ -89,6 +93,10 @@ std::string zsinvert_query_key(const std::string& text_id, char stage, int64_t s
 // HF RepetitionPenaltyLogitsProcessor on scores (n, V), in place: for each row, every distinct token of its prefix
 // has its score multiplied by `penalty` when negative, divided by it otherwise.
 void apply_repetition_penalty(at::Tensor& scores, const std::vector<std::vector<int64_t>>& prefixes, double penalty);
+
+// The naturalness term of a candidate's score: weight · logp / tokens, logp the LM's unpenalised log-probability of
+// its tokens (each under the prefix before it); 0 when weight is 0. score = cosine + this term.
+double naturalness_term(double weight, double logp, size_t tokens);
 
 // The queries one text costs under `opt` with a vocabulary of V tokens, when every step after the first has beam
 // distinct texts to expand (the formula in the header comment).

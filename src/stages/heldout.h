@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "model/inverter.h"
@@ -22,5 +23,11 @@ using HeldOutLoss = std::function<TokenLoss(const std::vector<int64_t>& rows)>;
 
 // CE per token over rows [0, rows), `batch` rows a call. The model is put back in training mode afterwards.
 double heldout_ce(Communicator& comm, int64_t rows, int64_t batch, torch::nn::Module& model, const HeldOutLoss& loss);
+
+// The mean over rows [0, rows) of a per-row score, split over the ranks as heldout_ce and all-reduced: `scores`
+// gets a batch of rows and returns one score a row (e.g. the BLEU of each decoded recovery against its text).
+using HeldOutScores = std::function<std::vector<double>(const std::vector<int64_t>& rows)>;
+double heldout_mean(Communicator& comm, int64_t rows, int64_t batch, torch::nn::Module& model,
+                    const HeldOutScores& scores);
 
 }  // namespace daei

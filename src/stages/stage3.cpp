@@ -3,10 +3,14 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
+
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/communicator.h"
+#include "model/generate.h"
+#include "stages/best_checkpoint.h"
 #include "stages/heldout.h"
 #include "stages/pcgrad.h"
 #include "stages/stage1.h"
@@ -22,7 +26,7 @@ constexpr uint64_t kTagCeDropout = 64;  // the DAE's dropout in the CE pass (the
 Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_dir,
                std::shared_ptr<const NoisyDataset> train, std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir,
                const std::string& inverter_dir, bool resume, bool force)
-    : train_(std::move(train)), tok_(std::move(tok)) {
+    : train_(std::move(train)), tok_(std::move(tok)), stage_dir_(stage_dir) {
   seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));  // stage 1's streams: with λ = 0 a step is a stage-1 step
   double sigma0 = 0;
   dae_ = load_dae_for(dae_dir, train_->sigma(), &sigma0);
@@ -39,6 +43,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   sched_.sigma0 = sigma0;
   sched_.sigma_max = sigma0;
   max_len_ = cfg.integer("inverter.max_length_train");
+  max_len_eval_ = cfg.integer("inverter.max_length_eval");
   lambda_warmup_ = cfg.integer("stage3.lambda_warmup_steps");
   lambda_max_ = cfg.real("stage3.lambda_max");
   const std::string proj = cfg.str("stage3.pcgrad");
@@ -92,8 +97,15 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   trainer_->combine = [this, n_inv, proj](GradSets& sets) {
     return combine_sure_ce(sets, trainer_->params(), n_inv, proj);
   };
-  trainer_->save_final = [this, sigma0](const std::string& dir) {
-    save_dae(dae_, sigma0, dir + "/dae");
+  sigma0_ = sigma0;
+  trainer_->save_final = [this](const std::string& dir) {
+    if (best_ && best_->has()) {  // selection: the final models are the best held-out ones, copied whole
+      for (const char* m : {"dae", "inverter"})
+        std::filesystem::copy(best_->dir() + "/" + m, dir + "/" + m, std::filesystem::copy_options::recursive);
+      LOG_INFO("[stage3] final models = step {} (held-out BLEU {:.4f}), selected", best_->step(), best_->score());
+      return;
+    }
+    save_dae(dae_, sigma0_, dir + "/dae");
     inverter_->save(dir + "/inverter");
   };
 }
@@ -101,11 +113,14 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
 Stage3::~Stage3() = default;
 
 void Stage3::enable_heldout(const Config& cfg, Communicator& comm, std::shared_ptr<const NoisyDataset> val) {
-  if (trainer_->options().eval_every <= 0 || !val || val->size() == 0) return;
+  if (trainer_->options().eval_every <= 0 || !val || val->size() == 0) {
+    DAEI_CHECK(!select_, "stage3.select_by heldout_bleu needs stage3.eval_every > 0 and a non-empty val split");
+    return;
+  }
   val_ = std::move(val);
   const int64_t rows = std::min(cfg.integer("train.heldout_rows"), val_->size());
   const int64_t batch = trainer_->options().global_batch;
-  trainer_->evaluate = [this, rows, batch, &comm](int64_t) {
+  trainer_->evaluate = [this, rows, batch, &comm](int64_t step) {
     const at::Device device = inverter_->t5->shared->weight.device();
     const bool dae_training = dae_->is_training();
     dae_->eval();
@@ -114,10 +129,36 @@ void Stage3::enable_heldout(const Config& cfg, Communicator& comm, std::shared_p
       auto e = dae_->forward(y, torch::full({y.size(0)}, sched_.sigma0, y.options()));
       return inverter_->loss(e, labels_from_rows(token_rows(*tok_, val_->texts(r), max_len_)).to(device));
     };
-    const double ce = heldout_ce(comm, rows, batch, *inverter_, f);
+    std::map<std::string, double> ev{{"heldout_ce", heldout_ce(comm, rows, batch, *inverter_, f)}};
+    if (select_) {
+      GenerateOptions greedy;
+      greedy.max_length = max_len_eval_;
+      HeldOutScores score = [&](const std::vector<int64_t>& r) {
+        auto y = val_->noisy(r).to(device);
+        auto e = dae_->forward(y, torch::full({y.size(0)}, sched_.sigma0, y.options()));
+        const auto hyps = tok_->decode_batch(inverter_->generate(e, greedy).cpu());
+        const auto refs = val_->texts(r);
+        std::vector<double> out;
+        for (size_t i = 0; i < hyps.size(); ++i) out.push_back(select_(hyps[i], refs[i]));
+        return out;
+      };
+      const double bleu = heldout_mean(comm, rows, batch, *inverter_, score);
+      ev["heldout_bleu"] = bleu;
+      if (comm.is_root())
+        best_->offer(step, bleu, [this](const std::string& dir) {
+          save_dae(dae_, sigma0_, dir + "/dae");
+          inverter_->save(dir + "/inverter");
+        });
+    }
     if (dae_training) dae_->train();
-    return std::map<std::string, double>{{"heldout_ce", ce}};
+    return ev;
   };
+}
+
+void Stage3::select_by(PairScore score) {
+  DAEI_CHECK(!trainer_->evaluate, "stage 3: select_by must come before enable_heldout");
+  select_ = std::move(score);
+  best_ = std::make_unique<BestKeeper>(stage_dir_);
 }
 
 int Stage3::run() {

@@ -199,10 +199,11 @@ TEST(Hypotheses, LengthFromConfigAndNoDae) {
   // greedily is refused on resume with repetition controls on.
   cfg.set("hypotheses.no_repeat_ngram_size=2", "test");
   cfg.set("hypotheses.num_beams=3", "test");
+  cfg.set("hypotheses.repetition_penalty=1.5", "test");
   const auto dec = HypothesisCacheOptions::from_config(cfg, "/r").decoding;
   EXPECT_EQ(dec.no_repeat_ngram_size, 2);
   EXPECT_EQ(dec.num_beams, 3);
-  EXPECT_EQ(describe_decoding(dec), "beam 3, no_repeat_ngram_size 2");
+  EXPECT_EQ(describe_decoding(dec), "beam 3, no_repeat_ngram_size 2, repetition_penalty 1.5");
   auto od = f.opts("hyp-dec");
   f.build(od);
   EXPECT_NE(read_file(od.cache_dir + "/manifest.json").find("\"decoding\": \"greedy\""), std::string::npos);

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../support/toy_run.h"
 #include "core/error.h"
@@ -234,6 +235,65 @@ TEST(Stage3, ResumeIsBitwise) {
   }
   for (const std::string f : {"dae/model.safetensors", "inverter/model.safetensors"})
     EXPECT_EQ(max_diff_files(t.dir + "/a/final/" + f, t.dir + "/b/final/" + f), 0.0) << f;
+}
+
+// Issue 36: stage3.select_by heldout_bleu (DAEI's selection). Evaluations at steps 2, 4 and 6 score 0.3, 0.7 and
+// 0.5 (a rigged score; one value per evaluation): the final models are step 4's, kept in stage3/best/, and equal
+// those of a run stopped at step 4; without selection the final models are the last step's.
+TEST(Stage3, SelectionByHeldoutScoreKeepsTheBestEvaluatedModels) {
+  Toy t("s3select");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(6, 8);
+  cfg.set("stage3.eval_every=2", "test");
+  cfg.set("train.heldout_rows=5", "test");
+  cfg.set("stage3.lambda_warmup_steps=0", "test");
+  {
+    torch::manual_seed(test::seed(4));
+    Dae dae(dae_options(cfg, 16));
+    save_dae(dae, 0.04, t.dir + "/dae0");
+    make_inverter(cfg, 16, t.tok->vocab_size())->save(t.dir + "/inv0");
+  }
+  auto rigged = [](std::shared_ptr<int> calls) {
+    return [calls](const std::string& hyp, const std::string& ref) {
+      EXPECT_FALSE(ref.empty());
+      (void)hyp;
+      const double by_eval[] = {0.3, 0.7, 0.5};
+      return by_eval[std::min(2, (*calls)++ / 5)];  // 5 held-out rows an evaluation
+    };
+  };
+  auto run = [&](const std::string& name, const Config& c, bool select, int expect) {
+    Stage3 s(c, one, t.dir + "/" + name, t.data, t.tok, t.dir + "/dae0", t.dir + "/inv0", false, false);
+    if (select) s.select_by(rigged(std::make_shared<int>(0)));
+    s.enable_heldout(c, one, t.data);
+    ASSERT_EQ(s.run(), expect);
+  };
+  run("sel", cfg, true, kExitOk);
+  run("last", cfg, false, kExitOk);
+  auto c4 = cfg;
+  c4.set("train.stop_after=4", "test");
+  run("sel4", c4, true, kExitStopped);
+  const std::string inv = "inverter/model.safetensors", dae = "dae/model.safetensors";
+  const auto best = nlohmann::json::parse(read_file(t.dir + "/sel/best/best.json"));
+  EXPECT_EQ(best.at("step").get<int64_t>(), 4);
+  EXPECT_DOUBLE_EQ(best.at("score").get<double>(), 0.7);
+  for (const auto& f : {inv, dae}) {
+    EXPECT_EQ(max_diff_files(t.dir + "/sel/final/" + f, t.dir + "/sel/best/" + f), 0.0) << f;
+    EXPECT_EQ(max_diff_files(t.dir + "/sel/best/" + f, t.dir + "/sel4/best/" + f), 0.0) << f;  // = step 4's models
+    EXPECT_GT(max_diff_files(t.dir + "/sel/final/" + f, t.dir + "/last/final/" + f), 0.0) << f;
+  }
+  EXPECT_NE(read_file(t.dir + "/sel/metrics.jsonl").find("heldout_bleu"), std::string::npos);
+  // Selection without evaluations is refused in one line, not skipped.
+  auto c0 = cfg;
+  c0.set("stage3.eval_every=0", "test");
+  Stage3 s(c0, one, t.dir + "/none", t.data, t.tok, t.dir + "/dae0", t.dir + "/inv0", false, false);
+  s.select_by(rigged(std::make_shared<int>(0)));
+  try {
+    s.enable_heldout(c0, one, t.data);
+    FAIL() << "selection without evaluations was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("select_by heldout_bleu needs stage3.eval_every > 0"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Trainer, FreshRunRefusesAnEarlierRunsCheckpointsAndForceArchives) {

@@ -190,6 +190,41 @@ TEST(ZsInvert, BeamKeepsTheBestByCosineAndIgnoresTheLmScores) {
     for (const auto& t : e) EXPECT_EQ(t, "");
 }
 
+// Issue 34: with the naturalness term, a candidate the LM finds unlikely (a piece that is not a word) loses to one
+// that reads, though its cosine is a little higher; at weight 0 (ZSInvert's ranking) the cosine alone decides.
+TEST(ZsInvert, NaturalnessTermLetsAReadableCandidateBeatAJunkOneOfSlightlyHigherCosine) {
+  // The black box: "far" (the junk) lies on the target, "cat" at cosine 0.99, everything else orthogonal.
+  const QueryFn box = [](const std::vector<std::string>& t, const std::vector<std::string>&) {
+    auto e = torch::zeros({int64_t(t.size()), 3});
+    for (int64_t i = 0; i < int64_t(t.size()); ++i) {
+      if (t[size_t(i)] == "far") e[i][0] = 1.0;
+      else if (t[size_t(i)] == "cat") e[i][0] = 0.99, e[i][1] = std::sqrt(1 - 0.99 * 0.99);
+      else e[i][2] = 1.0;
+    }
+    return e;
+  };
+  // The LM: "cat" (3) likely, "far" (8) very unlikely, the other words in between.
+  ZsGenerator lm;
+  lm.decode = words_of;
+  lm.next = [](const std::vector<std::vector<int64_t>>& p, const std::vector<std::string>&) {
+    auto s = torch::full({int64_t(p.size()), kV}, -2.0);
+    s.select(1, 3).fill_(2.0);
+    s.select(1, 8).fill_(-6.0);
+    return torch::log_softmax(s, 1);
+  };
+  const auto y = torch::tensor({1.0f, 0.0f, 0.0f}).view({1, 3});
+  auto opt = small_opts(1, 8, 1, false);
+  auto plain = run_zsinvert(y, {"t/0"}, box, identity(), lm, opt);
+  EXPECT_EQ(plain.best_text[0], "far");
+  EXPECT_NEAR(plain.best_cos[0], 1.0, 1e-6);
+  opt.naturalness = 0.05;  // log p("cat") ≈ -0.0165, log p("far") ≈ -8.02: 0.99 - 0.0008 > 1.0 - 0.40
+  auto natural = run_zsinvert(y, {"t/0"}, box, identity(), lm, opt);
+  EXPECT_EQ(natural.best_text[0], "cat");
+  EXPECT_NEAR(natural.best_cos[0], 0.99, 1e-6);  // best_cos stays the chosen text's cosine
+  EXPECT_DOUBLE_EQ(naturalness_term(0.05, -4.0, 2), -0.1);
+  EXPECT_DOUBLE_EQ(naturalness_term(0.0, -4.0, 2), 0.0);
+}
+
 TEST(ZsInvert, RefinementIsSeededWithTheBestText) {
   RiggedLm lm;
   CountingBox box;
