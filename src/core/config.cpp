@@ -101,7 +101,17 @@ void merge_into(YAML::Node base, const YAML::Node& overlay, const std::string& p
     if (!compatible(want, got))
       throw UsageError(fmt::format("{}: config key '{}' must be {}, got '{}'", source, path, kind_name(want),
                                    src.IsScalar() ? src.Scalar() : std::string(kind_name(got))));
-    base[key] = YAML::Clone(src);
+    // The key keeps its declared kind: a real key given an integer stays real (else a later layer's 0.01 would be
+    // refused as "must be an integer", which happened to a run's saved config.yaml), a string key given a number
+    // stays a string.
+    YAML::Node value = YAML::Clone(src);
+    if (want == Kind::Float && got == Kind::Int) {
+      value = YAML::Node(src.Scalar() + ".0");
+    } else if (want == Kind::String && got != Kind::String) {
+      value = YAML::Node(src.Scalar());
+      value.SetTag("!");
+    }
+    base[key] = value;
     origin[path] = source;
   }
 }

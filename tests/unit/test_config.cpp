@@ -30,6 +30,21 @@ TEST(Config, LayeringFileThenSet) {
   EXPECT_EQ(c.str("run.root"), "runs");      // untouched default
 }
 
+// A layer that gives a real key an integer (a saved run config with "naturalness: 0") or a string key a number must
+// not change the key's kind for the layers after it: --set zsinvert.naturalness=0.01 was refused as "must be an
+// integer" over such a file.
+TEST(Config, KeysKeepTheirDeclaredKindAcrossLayers) {
+  auto f = write_tmp("kinds.yaml", "zsinvert:\n  naturalness: 0\nrun:\n  name: 123\n");
+  auto c = Config::load(f, {"zsinvert.naturalness=0.01", "run.name=later"});
+  EXPECT_DOUBLE_EQ(c.real("zsinvert.naturalness"), 0.01);
+  EXPECT_EQ(c.str("run.name"), "later");
+  auto d = Config::load(f, {});
+  EXPECT_DOUBLE_EQ(d.real("zsinvert.naturalness"), 0.0);
+  EXPECT_EQ(d.str("run.name"), "123");
+  d.set("zsinvert.naturalness=0.5", "test");
+  EXPECT_DOUBLE_EQ(d.real("zsinvert.naturalness"), 0.5);
+}
+
 TEST(Config, UnknownKeyInSetNamesKeyAndSuggests) {
   try {
     Config::load("", {"run.sed=3"});
