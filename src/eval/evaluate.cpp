@@ -280,8 +280,14 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
             "stage-4 code does; a noise-adding release never answers so. The other rows query the release.\n";
     if (scores.count("zsinvert") || scores.count("zsinvert-dae"))
       md += "\n`zsinvert`: adversarial decoding (ZSInvert, reference notes §3), no inverter: a generator LM proposes "
-            "the top-k next tokens of each beam and only the black box's cosine to the release ranks them (fresh noise "
-            "a query; the LM's score is not used), then one paraphrase-refinement round seeded with the best text. "
+            "the top-k next tokens of each beam and " +
+            (ctx.zsinvert_naturalness == 0
+                 ? std::string("only the black box's cosine to the release ranks them (fresh noise a query; the "
+                               "LM's score is not used)")
+                 : fmt::format("they are ranked by the black box's cosine to the release (fresh noise a query) plus "
+                               "{} × the LM's mean log-probability per token (`zsinvert.naturalness`, ours)",
+                               ctx.zsinvert_naturalness)) +
+            ", then one paraphrase-refinement round seeded with the best text. "
             "The generator is a small T5 trained as a denoising autoencoder on the attacker's training texts only "
             "(`daei train --stage lm`): \"zero-shot\" here means no training specific to the embedder, not no "
             "training at all. `zsinvert-dae` is our variant, not the paper's: cos(DAE(y), DAE(f̃(x))) with the "

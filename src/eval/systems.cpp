@@ -157,6 +157,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     const ZsInvertOptions zo = zsinvert_options(cfg);
     const int64_t max_texts = cfg.integer("zsinvert.max_texts");
     c.zsinvert_max_texts = max_texts;
+    c.zsinvert_naturalness = zo.naturalness;
     for (const bool shielded : {false, true}) {
       auto dae = shielded ? c.dae1 : nullptr;
       if (shielded && !dae) continue;

@@ -49,6 +49,7 @@ struct EvalContext {
   // the first zsinvert_max_texts texts of a split (0: all).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> zsinvert;
   int64_t zsinvert_max_texts = 0;
+  double zsinvert_naturalness = 0;  // zsinvert.naturalness: the weight of the generator's log-probability in the score
   // Texts already decoded, by "system/split" (a corrected system starts from its round-0 system's).
   std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
 };
