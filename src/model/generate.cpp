@@ -137,11 +137,14 @@ struct Hyp {
   double score;
   std::vector<int64_t> tokens;  // generated tokens (after the start token), eos included when finished
 };
+// Hugging Face 4.33's BeamHypotheses: the length a score is divided by is that of the hypothesis as HF stores it, the
+// decoder start token included and the eos not: an eos-ended hypothesis counts its generated tokens with the eos, a
+// beam still running at max_length counts max_length. (transformers >= 4.36 leaves the start token out, PR #27351.)
 struct BeamHyps {
   std::vector<Hyp> hyps;
   double worst = std::numeric_limits<double>::infinity();
-  void add(std::vector<int64_t> toks, double sum_logprobs, int64_t k, double lp) {
-    const double score = sum_logprobs / std::pow(static_cast<double>(std::max<size_t>(toks.size(), 1)), lp);
+  void add(std::vector<int64_t> toks, double sum_logprobs, int64_t hf_len, int64_t k, double lp) {
+    const double score = sum_logprobs / std::pow(static_cast<double>(hf_len), lp);
     if (static_cast<int64_t>(hyps.size()) < k || score > worst) {
       hyps.push_back({score, std::move(toks)});
       if (static_cast<int64_t>(hyps.size()) > k) {
@@ -152,6 +155,7 @@ struct BeamHyps {
                   ->score;
     }
   }
+  // cur_len: HF's, the length of the sequences the candidates extend plus one (start token included).
   bool is_done(double best_sum_logprobs, int64_t cur_len, int64_t k, double lp, bool early) const {
     if (static_cast<int64_t>(hyps.size()) < k) return false;
     if (early) return true;
@@ -204,7 +208,7 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
           if (j >= K) continue;
           std::vector<int64_t> toks(pseq + src * L + 1, pseq + (src + 1) * L);
           toks.push_back(eos);
-          hyps[b].add(std::move(toks), s, K, opt.length_penalty);
+          hyps[b].add(std::move(toks), s, L, K, opt.length_penalty);  // L: start token + tokens before the eos
         } else {
           new_tok[b * K + n] = tok;
           new_src[b * K + n] = src;
@@ -213,7 +217,7 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
         }
       }
       DAEI_ASSERT(n == K, "beam search: only {} running beams", n);
-      done[b] = hyps[b].is_done(ps[b * C], cur, K, opt.length_penalty, opt.early_stopping);
+      done[b] = hyps[b].is_done(ps[b * C], L + 1, K, opt.length_penalty, opt.early_stopping);
     }
     auto src_t = torch::tensor(new_src, lopts);
     seq = torch::cat({seq.index_select(0, src_t), torch::tensor(new_tok, lopts).unsqueeze(1)}, 1);
@@ -221,7 +225,7 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
     if (opt.use_cache) cache.reorder(src_t);
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
   }
-  // Rows still running at max_length: their beams become hypotheses as they stand.
+  // Rows still running at max_length: their beams become hypotheses as they stand (length L, start token included).
   auto seq_cpu = seq.cpu().contiguous();
   const int64_t L = seq_cpu.size(1);
   const int64_t* pseq = seq_cpu.data_ptr<int64_t>();
@@ -229,7 +233,8 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
     if (done[b]) continue;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t r = b * K + k;
-      hyps[b].add(std::vector<int64_t>(pseq + r * L + 1, pseq + (r + 1) * L), beam_scores[r], K, opt.length_penalty);
+      hyps[b].add(std::vector<int64_t>(pseq + r * L + 1, pseq + (r + 1) * L), beam_scores[r], L, K,
+                  opt.length_penalty);
     }
   }
   const int64_t R = opt.num_return_sequences;

@@ -2,10 +2,12 @@
 // with a key/value cache. Conventions follow Hugging Face generate():
 //  - sequences start with decoder_start_token_id; max_length counts that start token;
 //  - after a sequence's eos, greedy pads it with pad_token_id; beam hypotheses end at their eos;
-//  - beam score = sum of token log-probs / (generated length incl. eos)^length_penalty, with HF's
-//    BeamHypotheses bookkeeping (2*num_beams candidates a step, eos only from the top num_beams ranks,
-//    a batch row is done when it holds num_beams hypotheses and, unless early_stopping, no running beam
-//    can beat the worst of them).
+//  - beam score = sum of token log-probs / length^length_penalty, with HF 4.33's BeamHypotheses bookkeeping
+//    (2*num_beams candidates a step, eos only from the top num_beams ranks, a batch row is done when it holds
+//    num_beams hypotheses and, unless early_stopping, worst >= best candidate / (current length + 1)^length_penalty).
+//    length is HF 4.33's: the hypothesis with the decoder start token, without the eos, i.e. the generated tokens
+//    incl. eos for an eos-ended hypothesis and max_length for a beam still running at max_length (transformers
+//    >= 4.36 drops the start token, PR #27351). tests/fixtures/make_beam_search_fixture.py is the reference.
 #pragma once
 #include <torch/types.h>
 

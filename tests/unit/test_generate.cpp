@@ -1,11 +1,15 @@
 // T5 generation: cache on/off equality (greedy and beam), beam width 1 == greedy, beam scores equal the
-// teacher-forced log-probabilities, and a tiny model trained here to copy a sequence generates it exactly.
+// teacher-forced log-probabilities, a tiny model trained here to copy a sequence generates it exactly, and beams and
+// scores equal those of a Python reference of Hugging Face's beam search (tests/fixtures/make_beam_search_fixture.py).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/safetensors.h"
 #include "model/generate.h"
 #include "model/t5.h"
 
@@ -91,7 +95,8 @@ TEST(Generate, CacheOnOffAndBeamOneEqualGreedy) {
       EXPECT_TRUE((a.sequences.slice(1, c.sequences.size(1)) == 0).all().item<bool>());
     }
 
-    // Beam search: cache on/off equality and scores equal sum log-prob / len^length_penalty.
+    // Beam search: cache on/off equality and scores equal sum log-prob / len^length_penalty, len HF 4.33's: the
+    // generated tokens incl. eos for an eos-ended beam, one more (the start token) for a beam cut at max_length.
     daei::GenerateOptions bo;
     bo.max_length = 12;
     bo.num_beams = 4;
@@ -107,7 +112,9 @@ TEST(Generate, CacheOnOffAndBeamOneEqualGreedy) {
     lens.clear();
     tf = teacher_forced_logprob(*m, e2, m2, c1.sequences, &lens);
     for (int64_t r = 0; r < 8; ++r) {
-      EXPECT_NEAR(c1.scores[r].item<double>(), tf[r] / std::pow(static_cast<double>(lens[r]), 0.7), 1e-4) << r;
+      const bool ended = c1.sequences[r][lens[r]].item<int64_t>() == m->cfg.eos_token_id;
+      const double len = static_cast<double>(lens[r] + (ended ? 0 : 1));
+      EXPECT_NEAR(c1.scores[r].item<double>(), tf[r] / std::pow(len, 0.7), 1e-4) << r;
       if (r % 2 == 0) {
         EXPECT_GE(c1.scores[r].item<double>(), c1.scores[r + 1].item<double>());
       }
@@ -328,4 +335,51 @@ TEST(Generate, GreedyAndBeamHonourNoRepeatNgramAndPenaltyPlacement) {
   auto beam1 = daei::t5_beam_search(*m, e, mask, p);
   EXPECT_TRUE(torch::equal(greedy.sequences, reference(false))) << greedy.sequences << reference(false);
   EXPECT_TRUE(torch::equal(beam1.sequences, reference(true))) << beam1.sequences << reference(true);
+}
+
+// Issue 34: a tiny seeded T5 (tests/fixtures/models/beam_search) decoded by an independent Python re-implementation of
+// Hugging Face transformers 4.33's beam search (BeamSearchScorer / BeamHypotheses, processors on the log-probabilities,
+// length = hypothesis with the start token and without eos); beams and scores must be identical, cache on and off.
+TEST(Generate, BeamSearchEqualsHuggingFaceReference) {
+  const std::string dir = std::string(DAEI_FIXTURES) + "/models/beam_search";
+  auto m = daei::T5ModelImpl::from_pretrained(dir);
+  m->eval();
+  auto io = daei::load_safetensors(dir + "/io.safetensors");
+  const auto& e = io.at("inputs_embeds");
+  const auto& mask = io.at("attention_mask");
+  std::ifstream f(dir + "/expected.json");
+  ASSERT_TRUE(f.good()) << dir << "/expected.json missing";
+  const auto expected = nlohmann::json::parse(f);
+  ASSERT_GE(expected.at("cases").size(), 5u);
+  double max_diff = 0;
+  for (const auto& c : expected.at("cases")) {
+    daei::GenerateOptions o;
+    o.num_beams = c.at("num_beams").get<int64_t>();
+    o.length_penalty = c.at("length_penalty").get<double>();
+    o.repetition_penalty = c.at("repetition_penalty").get<double>();
+    o.no_repeat_ngram_size = c.at("no_repeat_ngram_size").get<int64_t>();
+    o.num_return_sequences = c.at("num_return_sequences").get<int64_t>();
+    o.max_length = c.at("max_length").get<int64_t>();
+    const auto& seqs = c.at("sequences");
+    const auto& scores = c.at("scores");
+    const int64_t rows = static_cast<int64_t>(seqs.size()), width = static_cast<int64_t>(seqs.at(0).size());
+    auto want = torch::zeros({rows, width}, torch::kLong);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < width; ++t) want[r][t] = seqs.at(r).at(t).get<int64_t>();
+    for (bool cache : {true, false}) {
+      o.use_cache = cache;
+      const auto name = c.at("name").get<std::string>() + (cache ? " (cache)" : " (no cache)");
+      auto out = daei::t5_beam_search(*m, e, mask, o);
+      EXPECT_TRUE(torch::equal(out.sequences, want)) << name << "\n" << out.sequences << "\n" << want;
+      ASSERT_EQ(out.scores.size(0), rows) << name;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double d = std::abs(out.scores[r].item<double>() - scores.at(r).get<double>());
+        max_diff = std::max(max_diff, d);
+        EXPECT_LT(d, 1e-5) << name << " row " << r << ": " << out.scores[r].item<double>() << " vs "
+                           << scores.at(r).get<double>();
+      }
+    }
+  }
+  std::printf("[generate] beam search vs the Hugging Face reference: %zu cases, max |score diff| %.2e\n",
+              expected.at("cases").size(), max_diff);
 }
