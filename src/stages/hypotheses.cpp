@@ -70,6 +70,8 @@ std::string source_digest(const HypothesisCacheOptions& opt, const torch::nn::Mo
   if (opt.queries_per_text != 1) h.update(fmt::format("queries_per_text={}\n", opt.queries_per_text));
   // Greedy without repetition controls digests as before (caches built before these keys stay valid).
   if (const std::string d = describe_decoding(opt.decoding); d != "greedy") h.update("decoding=" + d + "\n");
+  // Beam scores follow Hugging Face 4.33's length rule since 91ab62b: a beam cache from before is another source.
+  if (opt.decoding.num_beams > 1) h.update(std::string("beam_length=hf-4.33\n"));
   if (!opt.input_tag.empty()) h.update("input=" + opt.input_tag + "\n");
   hash_module(h, inverter);
   if (dae)
