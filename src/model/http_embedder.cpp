@@ -236,52 +236,15 @@ void json_error(httplib::Response& res, int status, const std::string& msg) {
   res.set_content(json{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}.dump(), "application/json");
 }
 
-// One thread per connection, up to `max`: httplib runs a connection's whole keep-alive life in the task it
-// enqueues, so a fixed pool of N threads is taken down by N slow (slowloris) or idle clients. Here a slow client
-// holds only its own thread; tasks beyond `max` wait for a free thread.
-class ConnectionThreads final : public httplib::TaskQueue {
+// httplib's task queue, served by ConnectionThreads (declared in the header so that its rule is tested alone).
+class ConnectionQueue final : public httplib::TaskQueue {
  public:
-  explicit ConnectionThreads(size_t max) : max_(max) {}
-  void enqueue(std::function<void()> fn) override {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (shutdown_) return;
-    jobs_.push_back(std::move(fn));
-    if (idle_ == 0 && threads_.size() < max_) threads_.emplace_back([this] { work(); });
-    cv_.notify_one();
-  }
-  void shutdown() override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      shutdown_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-  }
+  explicit ConnectionQueue(size_t max) : threads_(max) {}
+  void enqueue(std::function<void()> fn) override { threads_.enqueue(std::move(fn)); }
+  void shutdown() override { threads_.shutdown(); }
 
  private:
-  void work() {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        ++idle_;
-        cv_.wait(lk, [&] { return shutdown_ || !jobs_.empty(); });
-        --idle_;
-        if (jobs_.empty()) return;  // shutdown
-        fn = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      fn();
-    }
-  }
-  const size_t max_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
-  size_t idle_ = 0;
-  bool shutdown_ = false;
+  ConnectionThreads threads_;
 };
 
 // Bodies over max_body_bytes up to this size are read and discarded before the 413 goes out (see the constructor).
@@ -291,13 +254,57 @@ size_t drain_limit(const ServerOptions& o) { return o.max_body_bytes + (size_t(1
 thread_local bool t_body_too_large = false;
 }  // namespace
 
+ConnectionThreads::~ConnectionThreads() { shutdown(); }
+
+void ConnectionThreads::enqueue(std::function<void()> fn) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (shutdown_) return;
+  jobs_.push_back(std::move(fn));
+  // A thread woken by an earlier enqueue still counts as idle until it takes its job, so "no idle thread" would
+  // leave a burst of connections queued behind that one thread (a normal request then waited ~2 s behind idle
+  // connections in e2e_bad_serve). Every queued job needs a waiting thread of its own.
+  if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+  cv_.notify_one();
+}
+
+void ConnectionThreads::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+size_t ConnectionThreads::threads() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return threads_.size();
+}
+
+void ConnectionThreads::work() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      ++idle_;
+      cv_.wait(lk, [&] { return shutdown_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) return;  // shutdown
+      fn = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    fn();
+  }
+}
+
 EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt)
     : embed_(std::move(embed)), opt_(std::move(opt)), srv_(std::make_unique<httplib::Server>()) {
   DAEI_CHECK(opt_.max_batch > 0 && opt_.max_body_bytes > 0 && opt_.threads > 0 && opt_.max_connections > 0 &&
                  opt_.read_timeout_s > 0,
              "server.max_batch, max_body_bytes, threads, max_connections and read_timeout_s must be > 0");
   const size_t max_conn = size_t(opt_.max_connections);
-  srv_->new_task_queue = [max_conn] { return new ConnectionThreads(max_conn); };
+  srv_->new_task_queue = [max_conn] { return new ConnectionQueue(max_conn); };
   // A body over max_body_bytes but under the drain limit is read and discarded before the 413 goes out: a client
   // that sends its whole body before reading (Python's http.client) would otherwise meet a reset and never see
   // the 413. Larger declared bodies are refused at once, unread.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,30 @@ class Server;
 }
 
 namespace daei {
+
+// One thread per connection, up to `max`: httplib runs a connection's whole keep-alive life in the task it
+// enqueues, so a fixed pool of N threads is taken down by N slow (slowloris) or idle clients. Here a slow client
+// holds only its own thread; jobs beyond `max` wait for a free thread, and below it no job ever waits.
+class ConnectionThreads {
+ public:
+  explicit ConnectionThreads(size_t max) : max_(max) {}
+  ~ConnectionThreads();
+  ConnectionThreads(const ConnectionThreads&) = delete;
+  ConnectionThreads& operator=(const ConnectionThreads&) = delete;
+  void enqueue(std::function<void()> fn);
+  void shutdown();  // runs the jobs already queued, then joins every thread
+  size_t threads() const;
+
+ private:
+  void work();
+  const size_t max_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool shutdown_ = false;
+};
 
 struct HttpEmbedderOptions {
   std::string url;           // http://host:port or https://host[:port]

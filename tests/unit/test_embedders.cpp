@@ -398,3 +398,60 @@ TEST(Http, EstimateSigmaThroughServer) {
   auto est = estimate_sigma([&](const std::vector<std::string>& t) { return cli.embed(t); }, calibration_texts(), 20);
   EXPECT_NEAR(est.sigma, 0.04, 3 * est.rel_se * 0.04);
 }
+
+// A burst of connections that each hold their thread (slow or idle clients) must all be served at once, also when
+// threads from earlier connections are idle: e2e_bad_serve saw a normal request wait ~2 s behind idle connections
+// because a woken thread still counted as free. Each job here waits until all of them have started.
+TEST(Http, ConnectionThreadsServeABurstOfHoldingJobsAllAtOnce) {
+  ConnectionThreads pool(64);
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  for (int i = 0; i < 3; ++i)
+    pool.enqueue([&] {
+      std::lock_guard<std::mutex> g(mu);
+      ++done;
+      cv.notify_all();
+    });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(20), [&] { return done == 3; }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the warm-up threads are idle now
+  const size_t warm = pool.threads();
+  constexpr int kBurst = 16;
+  int started = 0;
+  bool all_met = true;
+  for (int i = 0; i < kBurst; ++i)
+    pool.enqueue([&] {
+      std::unique_lock<std::mutex> lk(mu);
+      ++started;
+      cv.notify_all();
+      all_met &= cv.wait_for(lk, std::chrono::seconds(20), [&] { return started == kBurst; });
+    });
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    EXPECT_TRUE(cv.wait_for(lk, std::chrono::seconds(20), [&] { return started == kBurst; }))
+        << started << " of " << kBurst << " jobs started (" << warm << " idle threads before the burst)";
+  }
+  pool.shutdown();
+  EXPECT_TRUE(all_met);
+  EXPECT_EQ(pool.threads(), 0u);
+}
+
+TEST(Http, ConnectionThreadsNeverExceedTheirMaximumAndRunEveryJob) {
+  ConnectionThreads pool(2);
+  std::atomic<int> ran{0}, running{0}, most{0};
+  for (int i = 0; i < 12; ++i)
+    pool.enqueue([&] {
+      int now = ++running;
+      for (int m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      --running;
+      ++ran;
+    });
+  pool.shutdown();  // runs the queued jobs first
+  EXPECT_EQ(ran.load(), 12);
+  EXPECT_LE(most.load(), 2);
+}
