@@ -446,6 +446,21 @@ def main():
                   extra=dict(query_s=med([med(r["query_s"]) for r in ra]), query_s_ref=med([med(r["query_s"]) for r in rb]))))
     guarded("eval_loops", e10)
 
+    # 11. the fused AdamW step (issue 35 item 3) against libtorch's AdamW over the replicate-size inverter's
+    # parameters (configs/replicate-cpu.yaml), the two alternating step by step in one process
+    AF = os.path.join(os.path.dirname(B), "bench_adamw_fused")
+
+    def e11():
+        SA = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, heads=4, d_ff=512, layers=2)
+        n = 5 if Q else 20
+        runs = [run_json([AF] + cpp2(dict(SA, steps=n)))[0] for _ in range(rounds)]
+        va, vb = [med(r["times"]) for r in runs], [med(r["ref_times"]) for r in runs]
+        add(entry("adamw_fused", med(va), med(vb), med(vb) / med(va), 2.0,
+                  "s/step (reference: libtorch's AdamW::step, same parameters and gradients, alternating in one "
+                  "process; ratio = reference/fused)", dict(SA, params=runs[0]["params"], tensors=runs[0]["tensors"]),
+                  1, "%d processes × %d steps each side" % (rounds, n), spread(va), spread(vb)))
+    guarded("adamw_fused", e11)
+
     wall = save(final=True)
     print("wrote %s/results%s.{json,md} (%.0f s)" % (a.out, suffix, wall))
     return 0 if all(e["target"] != "error" for e in entries) else 1

@@ -56,6 +56,7 @@ const std::vector<Rule>& rules() {
       {"train.stop_after", {}},
       {"train.device", {}},
       {"train.amp", {}},
+      {"train.fused_adamw", {}},            // the same AdamW results (tests/unit/test_fused_adamw.cpp), only faster
       {"train.plot", {}},
       {"stage1.eval_every", {}},
       {"stage1.eval_rows", {}},

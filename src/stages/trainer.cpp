@@ -23,6 +23,7 @@
 #include "dist/grad_reducer.h"
 #include "dist/shard_plan.h"
 #include "stages/curves.h"
+#include "stages/fused_adamw.h"
 #include "stages/stage_folder.h"
 
 namespace daei {
@@ -141,7 +142,11 @@ Trainer::Trainer(Communicator& comm, TrainerOptions opt, int64_t n_rows, ModuleL
     pg.emplace_back(g.params, std::move(o));
     params_.insert(params_.end(), g.params.begin(), g.params.end());
   }
-  optim_ = std::make_unique<torch::optim::AdamW>(pg, torch::optim::AdamWOptions(1e-3));
+  // The fused step has libtorch's arithmetic and state (fused_adamw.h): the switch changes speed, not results.
+  if (opt_.fused_adamw)
+    optim_ = std::make_unique<FusedAdamW>(pg, torch::optim::AdamWOptions(1e-3));
+  else
+    optim_ = std::make_unique<torch::optim::AdamW>(pg, torch::optim::AdamWOptions(1e-3));
   reducer_ = std::make_unique<GradReducer>(comm_, params_, opt_.bucket_bytes);
   // Same starting point everywhere: parameters and buffers (spectral-norm vectors) from rank 0.
   reducer_->broadcast_parameters();

@@ -19,6 +19,7 @@
 // SIGUSR1/SIGTERM to a rank → checkpoint → that rank exits 75. Under mpirun the job's exit code is mpirun's: USR1 to
 // mpirun is forwarded and gives 75; TERM to mpirun makes Open MPI abort the job with its own non-zero status, never
 // 75 (launch/mpirun.sh turns TERM into USR1; README "Stopping and requeueing").
+// AdamW is FusedAdamW (libtorch's results and state, one pass a parameter) unless train.fused_adamw is false.
 // Randomness: before each micro-step the default generator is re-seeded from (seed, step, rank, micro-step), so
 // dropout never depends on history and resume is exact on any number of ranks.
 #pragma once
@@ -70,6 +71,7 @@ struct TrainerOptions {
   int64_t stop_after = 0;         // > 0: checkpoint and stop (exit 75) when this step is reached (tests, time slices)
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb
   std::string amp = "off";        // off | bf16 (autocast around the loss)
+  bool fused_adamw = true;        // FusedAdamW (one pass a parameter, libtorch's results) instead of libtorch's AdamW
   bool plot = true;               // curves.png at the end (gnuplot)
 
   // The config keys, listed once (read through core/fields.h), a line a topic: the stage's own section (stageK.*) …
@@ -85,7 +87,7 @@ struct TrainerOptions {
     v("adam_beta1", s.beta1), v("adam_beta2", s.beta2), v("adam_eps", s.adam_eps);
     v("log_every", s.log_every), v("progress_every_s", s.progress_every_s), v("plot", s.plot);
     v("ckpt_every", s.ckpt_every), v("keep_last", s.keep_last), v("stop_after", s.stop_after);
-    v("amp", s.amp);
+    v("amp", s.amp), v("fused_adamw", s.fused_adamw);
   }
 };
 // train.* keys (configs/defaults/train.yaml) layered under the stage's own keys (stageK.*).
