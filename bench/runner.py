@@ -446,6 +446,22 @@ def main():
                   extra=dict(query_s=med([med(r["query_s"]) for r in ra]), query_s_ref=med([med(r["query_s"]) for r in rb]))))
     guarded("eval_loops", e10)
 
+    # 11. eval on every rank (issue 35): the correction loop, eval's main cost, its texts split over 2 ranks as
+    # `daei eval` splits them, against 1 rank (bench_eval_loops correct --mpi 1: random weights at the replicate-cpu
+    # sizes). Not the pipeline's whole eval step: that needs a trained run, which the bench does not have.
+    def e11():
+        n_c, gb, rd = ("8", "12", "2") if Q else ("42", "64", "3")  # two blocks of gen_batch / beam texts
+        args = ["correct", "--texts", n_c, "--beam", "3", "--rounds", rd, "--gen-batch", gb, "--reps", "1" if Q else "2"]
+        va, vb, ra, rb = alternate(lambda: run_json(mpirun + ["-np", "2", EL] + args + ["--mpi", "1"])[0],
+                                   lambda: run_json([EL] + args)[0], rounds)
+        assert ra[0]["queries"] == rb[0]["queries"], "2 ranks asked other queries than 1"
+        add(entry("eval_np2", med(va), med(vb), med(vb) / med(va), 1.7,
+                  "s per correction at 2 ranks (reference: the same at 1 rank; ratio = speed-up)",
+                  dict(texts=int(n_c), beam=3, rounds=int(rd), gen_batch=int(gb), ranks=2), 1,
+                  "%d alternations" % rounds, spread(va), spread(vb),
+                  note="the correction loop of eval with random weights, not the whole eval step (no trained run)"))
+    guarded("eval_np2", e11)
+
     wall = save(final=True)
     print("wrote %s/results%s.{json,md} (%.0f s)" % (a.out, suffix, wall))
     return 0 if all(e["target"] != "error" for e in entries) else 1
