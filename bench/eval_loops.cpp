@@ -7,6 +7,8 @@
 //   build/bench_eval_loops zsinvert [--texts N] [--beam S] [--top-k K] [--steps T] [--embed-chunk C] [--reps K]
 // "times": wall seconds of each repetition; "queries": black-box queries of one repetition; "query_s": the time
 // inside the black box (its calls, counted by the bench), so the loop's own cost is times − query_s.
+// --mpi 1 (correct, under mpirun -np N): the texts split over the ranks as `daei eval` splits them (issue 35);
+// "times" are rank 0's after a barrier, so the slowest rank's, and only rank 0 prints.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -17,6 +19,8 @@
 #include "bench_util.h"
 #include "core/allocator.h"
 #include "core/rng.h"
+#include "dist/communicator.h"
+#include "dist/mpi_process.h"
 #include "eval/correction.h"
 #include "eval/zsinvert.h"
 #include "model/corrector.h"
@@ -105,7 +109,7 @@ struct HashedBox {
   }
 };
 
-json cmd_correct(const SpmTokenizer& tok) {
+json cmd_correct(const SpmTokenizer& tok, Communicator* comm) {
   const int64_t n = arg("texts", 32), reps = arg("reps", 2);
   torch::manual_seed(3);
   CorrectorConfig cc;
@@ -123,14 +127,18 @@ json cmd_correct(const SpmTokenizer& tok) {
   int64_t queries = 0;
   for (int64_t k = 0; k < reps + 1; ++k) {  // the first is a warm-up
     HashedBox box;
+    if (comm) comm->barrier();
     const double t0 = now();
-    auto res = run_correction(y, initial, ids, std::ref(box), [](const at::Tensor& e) { return e; }, *corr, tok, o);
+    auto res = run_correction(y, initial, ids, std::ref(box), [](const at::Tensor& e) { return e; }, *corr, tok, o,
+                              comm);
+    if (comm) comm->barrier();
     if (k == 0) continue;
     times.push_back(now() - t0), query_s.push_back(box.seconds);
     queries = res.total_queries();
   }
   return json{{"texts", n},          {"beam", o.beam},   {"rounds", o.max_steps}, {"embed_chunk", o.embed_chunk},
-              {"times", times},      {"query_s", query_s}, {"queries", queries}, {"vocab", tok.vocab_size()}};
+              {"times", times},      {"query_s", query_s}, {"queries", queries}, {"vocab", tok.vocab_size()},
+              {"ranks", comm ? comm->size() : 1}};
 }
 
 json cmd_zsinvert(const std::shared_ptr<SpmTokenizer>& tok) {
@@ -178,12 +186,20 @@ int main(int argc, char** argv) try {
     TempDir() { fs::create_directories(p); }
     ~TempDir() { fs::remove_all(p); }
   } dir;
-  auto tok = tokenizer(dir.p);
+  std::unique_ptr<Communicator> comm;
+  if (arg("mpi", 0)) {
+    if (cmd != "correct") throw std::runtime_error("--mpi 1 is for correct");
+    MpiProcess::init(&argc, &argv);
+    comm = make_mpi_communicator();
+  }
+  auto tok = tokenizer(dir.p);  // the same seeded corpus and trainer on every rank
   Usage u;
-  json j = cmd == "correct" ? cmd_correct(*tok) : cmd_zsinvert(tok);
+  json j = cmd == "correct" ? cmd_correct(*tok, comm.get()) : cmd_zsinvert(tok);
   u.fill(j);
   j["cmd"] = cmd, j["impl"] = "daei C++", j["malloc"] = malloc_mode, j["threads"] = torch::get_num_threads();
-  std::cout << j.dump() << std::endl;
+  if (!comm || comm->is_root()) std::cout << j.dump() << std::endl;
+  comm.reset();
+  if (MpiProcess::initialized()) MpiProcess::finalize();
   return 0;
 } catch (const std::invalid_argument& e) {
   std::cerr << "bench_eval_loops: " << e.what() << "\n";

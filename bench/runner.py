@@ -461,6 +461,22 @@ def main():
                   1, "%d processes × %d steps each side" % (rounds, n), spread(va), spread(vb)))
     guarded("adamw_fused", e11)
 
+    # 12. eval on every rank (issue 35): the correction loop, eval's main cost, its texts split over 2 ranks as
+    # `daei eval` splits them, against 1 rank (bench_eval_loops correct --mpi 1: random weights at the replicate-cpu
+    # sizes). Not the pipeline's whole eval step: that needs a trained run, which the bench does not have.
+    def e12():
+        n_c, gb, rd = ("8", "12", "2") if Q else ("42", "64", "3")  # two blocks of gen_batch / beam texts
+        args = ["correct", "--texts", n_c, "--beam", "3", "--rounds", rd, "--gen-batch", gb, "--reps", "1" if Q else "2"]
+        va, vb, ra, rb = alternate(lambda: run_json(mpirun + ["-np", "2", EL] + args + ["--mpi", "1"])[0],
+                                   lambda: run_json([EL] + args)[0], rounds)
+        assert ra[0]["queries"] == rb[0]["queries"], "2 ranks asked other queries than 1"
+        add(entry("eval_np2", med(va), med(vb), med(vb) / med(va), 1.7,
+                  "s per correction at 2 ranks (reference: the same at 1 rank; ratio = speed-up)",
+                  dict(texts=int(n_c), beam=3, rounds=int(rd), gen_batch=int(gb), ranks=2), 1,
+                  "%d alternations" % rounds, spread(va), spread(vb),
+                  note="the correction loop of eval with random weights, not the whole eval step (no trained run)"))
+    guarded("eval_np2", e12)
+
     wall = save(final=True)
     print("wrote %s/results%s.{json,md} (%.0f s)" % (a.out, suffix, wall))
     return 0 if all(e["target"] != "error" for e in entries) else 1

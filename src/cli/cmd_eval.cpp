@@ -81,9 +81,10 @@ int run_command(Context& ctx, const EvalCommand& cmd) {
     if (!ctx.config.flag("eval.sweep")) return rc;
     sigmas = ctx.config.reals("eval.sweep_sigmas");
   }
-  if (!ctx.comm->is_root()) return rc;
-  run_sigma_sweep(ctx.config, make_eval_context(ctx.config, ctx.run_dir), ctx.run_dir, sigmas, ctx.command_line);
-  std::cout << read_file(RunLayout(ctx.run_dir).eval_file("sigma_sweep.md"));
+  // Every rank: the sweep's texts are split over the ranks, rank 0 scores them and writes the files.
+  run_sigma_sweep(ctx.config, make_eval_context(ctx.config, ctx.run_dir, ctx.comm.get()), ctx.run_dir, sigmas,
+                  ctx.command_line);
+  if (ctx.comm->is_root()) std::cout << read_file(RunLayout(ctx.run_dir).eval_file("sigma_sweep.md"));
   return rc;
 }
 

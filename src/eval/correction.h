@@ -16,6 +16,11 @@
 // Queries are what a real attacker pays for (a remote service rate-limits and bills by query): they are counted
 // per text and returned. Candidates are embedded in chunks of embed_chunk texts, so memory does not grow with s².
 // The black box is a callback, so the same code runs against the local noisy embedder or the HTTP client.
+//
+// Ranks: the texts are worked on in blocks of text_block texts (dist/share.h), dealt to the ranks; no corrector
+// batch, query chunk or DAE call mixes texts of two blocks (the corrector's batches pad hypotheses to the longest
+// in the batch), so every text's search is the same computation on any world size. The stopping rule reads every
+// text's best cosine, gathered each round in text order, so all ranks stop at the same round.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,6 +32,7 @@
 
 namespace daei {
 
+class Communicator;
 class CorrectorImpl;
 class SpmTokenizer;
 
@@ -43,6 +49,8 @@ struct CorrectionOptions {
   int64_t queries_per_candidate = 1;
   // The corrector's decoding (correct.*): repetition controls and length penalty; its beams are `beam`.
   GenerateOptions decoding;
+  // Texts a block (see above); 0: gen_batch / beam (at least 1), so a block's kept sequences fill one corrector batch.
+  int64_t text_block = 0;
 };
 
 // The noisy black box: float32 (n, d) for n texts; keys[i] is the noise key of texts[i] (NoisyEmbedder::embed).
@@ -64,11 +72,12 @@ struct CorrectionResult {
 };
 
 // y: (B, d) noisy targets; initial: B hypotheses; text_ids: B distinct ids naming the texts in the query keys
-// (e.g. "test/17"). Runs the corrector in eval mode under NoGradGuard.
+// (e.g. "test/17"). Runs the corrector in eval mode under NoGradGuard. comm (null: this process alone): a
+// collective; every rank passes all B texts, searches its share and returns the whole result, in text order.
 CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
                                 const std::vector<std::string>& text_ids, const QueryFn& query,
                                 const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tokenizer,
-                                const CorrectionOptions& opt);
+                                const CorrectionOptions& opt, Communicator* comm = nullptr);
 
 // --- The rules, separately testable -----------------------------------------------------------------------------
 

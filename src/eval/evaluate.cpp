@@ -134,9 +134,38 @@ CleanNoisyFn release_query(const Config& cfg, std::shared_ptr<NoisyEmbedder> emb
   };
 }
 
+// A 2-d tensor of rank 0's, on every rank (shape and dtype travel first).
+at::Tensor broadcast_from_root(Communicator& comm, at::Tensor t) {
+  auto meta = torch::zeros({3}, torch::kLong);
+  if (comm.is_root()) {
+    DAEI_ASSERT(t.dim() == 2, "eval: a {}-d answer from the release, expected 2-d", t.dim());
+    t = t.contiguous();
+    meta = torch::tensor({t.size(0), t.size(1), static_cast<int64_t>(t.scalar_type())}, torch::kLong);
+  }
+  comm.broadcast(meta, 0);
+  if (!comm.is_root())
+    t = torch::empty({meta[0].item<int64_t>(), meta[1].item<int64_t>()},
+                     static_cast<at::ScalarType>(meta[2].item<int64_t>()));
+  comm.broadcast(t, 0);
+  return t;
+}
+
+// The release queried by rank 0 alone and its answers broadcast: each text is queried once, whatever the world size.
+CleanNoisyFn queried_on_root(Communicator& comm, CleanNoisyFn query) {
+  if (comm.size() == 1) return query;
+  return [&comm, query](const std::vector<std::string>& texts, const std::vector<std::string>& keys) {
+    at::Tensor clean, noisy;
+    if (comm.is_root()) std::tie(clean, noisy) = query(texts, keys);
+    clean = broadcast_from_root(comm, clean);
+    noisy = broadcast_from_root(comm, noisy);
+    return std::make_pair(clean, noisy);
+  };
+}
+
 // A --split FILE: its texts queried through the run's release, at the run's σ (embedder.sigma, or a remote release's
-// σ̂ from the run's estimate), as every cached split was.
-EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std::string& path, int64_t max_texts) {
+// σ̂ from the run's estimate), as every cached split was; by rank 0, the rows broadcast.
+EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std::string& path, int64_t max_texts,
+                           Communicator& comm) {
   DAEI_CHECK(file_exists(path), "eval: --split {}: no such file", path);
   EvalSplit s;
   s.name = fs::path(path).stem().string();
@@ -155,7 +184,7 @@ EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std
   auto emb = make_run_embedder(cfg, layout.sigma_estimate());
   std::vector<std::string> keys;
   for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
-  std::tie(s.clean, s.noisy) = release_query(cfg, emb)(s.texts, keys);
+  std::tie(s.clean, s.noisy) = queried_on_root(comm, release_query(cfg, emb))(s.texts, keys);
   s.sigma = emb->sigma();
   return s;
 }
@@ -175,41 +204,12 @@ std::string fmt_ci(double m, const std::pair<double, double>& ci) {
   return fmt::format("{:.3f} [{:.3f}, {:.3f}]", m, ci.first, ci.second);
 }
 
-}  // namespace
-
-int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
-             const std::vector<std::string>& extra_files, const std::string& command_line) {
-  if (!comm.is_root()) return kExitOk;
-  const auto t0 = std::chrono::steady_clock::now();
-  EvalOptions opt;
-  opt.max_texts = cfg.integer("eval.max_texts");
-  opt.batch_size = cfg.integer("eval.batch_size");
-  opt.bootstrap = cfg.integer("eval.bootstrap");
-  opt.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
-  opt.samples = cfg.integer("eval.samples");
-
-  EvalContext ctx = make_eval_context(cfg, run_dir);
-  const auto systems = available_systems(ctx);
-  DAEI_CHECK(!systems.empty(), "eval: no trained system in {} (train stage 2 or a baseline first)", run_dir);
-  std::vector<std::string> names;
-  for (const auto& s : systems) names.push_back(s.name);
-  LOG_INFO("[eval] systems: {}", fmt::join(names, ", "));
-
-  std::vector<EvalSplit> splits;
-  for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(open_eval_split(run_dir, sp, opt.max_texts));
-  for (const auto& f : extra_files) splits.push_back(embed_file_split(cfg, RunLayout(run_dir), f, opt.max_texts));
-  // The evaluated text is the text embedded (vec2text truncates before embedding): texts longer than the inverters'
-  // max_length_eval pieces are cut and queried again (eval.cut_before_embedding; off: embedded whole, scored cut).
-  std::map<std::string, int64_t> cut_rows;
-  if (cfg.flag("eval.cut_before_embedding") && !splits.empty()) {
-    const auto query = release_query(cfg, make_run_embedder(cfg, RunLayout(run_dir).sigma_estimate()));
-    for (auto& split : splits) {
-      cut_rows[split.name] = cut_before_embedding(split, *ctx.tok, ctx.max_length_eval, query);
-      LOG_INFO("[eval] {}: {} of {} texts longer than {} pieces, cut and embedded again", split.name,
-               cut_rows[split.name], split.texts.size(), ctx.max_length_eval);
-    }
-  }
-
+// The tables and files of an evaluation from every system's recoveries (rank 0).
+void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<SystemSpec>& systems,
+                   const std::vector<EvalSplit>& splits, const std::vector<std::vector<SystemRun>>& runs,
+                   const std::vector<std::vector<double>>& seconds, const std::map<std::string, int64_t>& cut_rows,
+                   const EvalOptions& opt, const std::string& run_dir, const std::string& command_line,
+                   std::chrono::steady_clock::time_point t0) {
   auto embed_clean = [&ctx](const std::vector<std::string>& t) { return ctx.clean_embedder->embed(t); };
   json res;
   res["embedder"] = ctx.embedder_id;
@@ -230,12 +230,13 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
                                             : "embedded whole (eval.cut_before_embedding false)");
   json per_round{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"splits", json::object()}};
   std::string samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery.\n";
-  for (const auto& split : splits) {
+  for (size_t si = 0; si < splits.size(); ++si) {
+    const EvalSplit& split = splits[si];
     std::vector<std::string> refs = reference_texts(ctx, split.texts);
     std::map<std::string, SystemScores> scores;
-    for (const auto& sys : systems) {
-      const auto ts = std::chrono::steady_clock::now();
-      SystemRun run = sys.recover(split);
+    for (size_t i = 0; i < systems.size(); ++i) {
+      const auto& sys = systems[i];
+      const SystemRun& run = runs[si][i];
       if (run.texts.size() < split.texts.size()) {
         // A system run on the first texts only (zsinvert.max_texts): scored on those, its n in the table.
         const EvalSplit sub = first_texts(split, static_cast<int64_t>(run.texts.size()));
@@ -249,7 +250,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
       scores[sys.name].reference = sys.reference;
       LOG_INFO("[eval] {} / {}: BLEU {:.4f} token F1 {:.4f} cos {:.4f} ({:.1f} s)", split.name, sys.name,
                scores[sys.name].mean["bleu"], scores[sys.name].mean["token_f1"], scores[sys.name].mean["cos"],
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+               seconds[si][i]);
     }
     json js{{"n", static_cast<int64_t>(split.texts.size())}, {"sigma", split.sigma}, {"systems", json::object()}};
     if (cut_rows.count(split.name)) js["cut_before_embedding"] = cut_rows.at(split.name);
@@ -370,6 +371,59 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
     LOG_INFO("[eval] wrote {}/per_round.json, per_round.md, per_round.png", out);
   }
   LOG_INFO("[eval] wrote {}/results.json, results.md, samples.md ({})", out, Progress::format_duration(wall));
+}
+
+}  // namespace
+
+int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
+             const std::vector<std::string>& extra_files, const std::string& command_line) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EvalOptions opt;
+  opt.max_texts = cfg.integer("eval.max_texts");
+  opt.batch_size = cfg.integer("eval.batch_size");
+  opt.bootstrap = cfg.integer("eval.bootstrap");
+  opt.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
+  opt.samples = cfg.integer("eval.samples");
+
+  EvalContext ctx = make_eval_context(cfg, run_dir, &comm);
+  const auto systems = available_systems(ctx);
+  DAEI_CHECK(!systems.empty(), "eval: no trained system in {} (train stage 2 or a baseline first)", run_dir);
+  std::vector<std::string> names;
+  for (const auto& s : systems) names.push_back(s.name);
+  LOG_INFO("[eval] systems: {} ({} rank{})", fmt::join(names, ", "), comm.size(), comm.size() == 1 ? "" : "s");
+
+  std::vector<EvalSplit> splits;
+  for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(open_eval_split(run_dir, sp, opt.max_texts));
+  for (const auto& f : extra_files)
+    splits.push_back(embed_file_split(cfg, RunLayout(run_dir), f, opt.max_texts, comm));
+  // The evaluated text is the text embedded (vec2text truncates before embedding): texts longer than the inverters'
+  // max_length_eval pieces are cut and queried again (eval.cut_before_embedding; off: embedded whole, scored cut).
+  std::map<std::string, int64_t> cut_rows;
+  if (cfg.flag("eval.cut_before_embedding") && !splits.empty()) {
+    const auto query =
+        queried_on_root(comm, release_query(cfg, make_run_embedder(cfg, RunLayout(run_dir).sigma_estimate())));
+    for (auto& split : splits) {
+      cut_rows[split.name] = cut_before_embedding(split, *ctx.tok, ctx.max_length_eval, query);
+      LOG_INFO("[eval] {}: {} of {} texts longer than {} pieces, cut and embedded again", split.name,
+               cut_rows[split.name], split.texts.size(), ctx.max_length_eval);
+    }
+  }
+
+  // Every rank: each system's recoveries, its texts split over the ranks and gathered back in order (systems.h).
+  std::vector<std::vector<SystemRun>> runs(splits.size());
+  std::vector<std::vector<double>> seconds(splits.size());
+  for (size_t k = 0; k < splits.size(); ++k)
+    for (const auto& sys : systems) {
+      const auto ts = std::chrono::steady_clock::now();
+      runs[k].push_back(sys.recover(splits[k]));
+      seconds[k].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+      LOG_INFO("[eval] {} / {}: {} texts recovered ({:.1f} s)", splits[k].name, sys.name, runs[k].back().texts.size(),
+               seconds[k].back());
+    }
+  // Rank 0: scores, intervals, verdicts and the files (an error there fails every rank).
+  comm.run_on_root([&] {
+    write_results(cfg, ctx, systems, splits, runs, seconds, cut_rows, opt, run_dir, command_line, t0);
+  });
   return kExitOk;
 }
 

@@ -63,8 +63,10 @@ using CleanNoisyFn = std::function<std::pair<at::Tensor, at::Tensor>(const std::
                                                                      const std::vector<std::string>& keys)>;
 int64_t cut_before_embedding(EvalSplit& split, const SpmTokenizer& tok, int64_t max_length, const CleanNoisyFn& query);
 
-// The whole command. Rank 0 evaluates; other ranks return at once. extra_files: JSON-lines texts to embed, noise
-// and evaluate like a split. Returns the exit code.
+// The whole command, a collective over comm: every system's texts are split over the ranks (systems.h) and
+// gathered back in order; rank 0 scores them and writes the files, which are the same for any world size (timing
+// aside). extra_files: JSON-lines texts to embed, noise and evaluate like a split (queried by rank 0). Returns the
+// exit code.
 int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
              const std::vector<std::string>& extra_files, const std::string& command_line);
 

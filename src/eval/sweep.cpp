@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "data/cache.h"
 #include "data/run_layout.h"
+#include "dist/communicator.h"
 #include "eval/clean_cache.h"
 #include "eval/metrics.h"
 #include "eval/systems.h"
@@ -53,20 +54,19 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
                      const std::vector<double>& sigmas, const std::string& command_line) {
   DAEI_CHECK(!sigmas.empty(), "eval --sigma: no σ given");
   for (double s : sigmas) DAEI_CHECK(s > 0 && std::isfinite(s), "eval --sigma: σ must be > 0, got {}", s);
+  // The attack: the strongest trained system without correction rounds (joint-no-corrector, else dae-only).
+  std::shared_ptr<InverterImpl> inv = ctx.stage3_inv ? ctx.stage3_inv : ctx.stage2_inv;
+  std::shared_ptr<Dae> dae = ctx.stage3_inv ? ctx.dae3 : ctx.dae1;
+  const std::string attack = ctx.stage3_inv ? "joint-no-corrector" : "dae-only";
+  DAEI_CHECK(inv && dae, "eval --sigma: no trained attack (stage 2 or 3) in {}", run_dir);
   const EvalSplit base = open_eval_split(run_dir, "test", cfg.integer("eval.max_texts"));
   const int64_t n = base.clean.size(0);
-  const auto refs = reference_texts(ctx, base.texts);
   const uint64_t seed = static_cast<uint64_t>(cfg.integer("embedder.noise_seed"));
   const int64_t d = base.clean.size(1);
-  json out{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"n", n}, {"points", json::array()}};
-  std::string md = fmt::format("# Noise sweep (test, n = {})\n\n`{}` · revision {}\n\n| σ | cos(noisy, clean) | "
-                               "recall@1 | recall@10 | attack | BLEU | token F1 | cos(recovered, true) |\n"
-                               "|---|---|---|---|---|---|---|---|\n",
-                               n, command_line, DAEI_GIT_REV);
-  const RunLayout layout(run_dir);
-  const std::string data_path = layout.eval_file("sigma_sweep.dat");
-  std::ofstream dat(data_path);
-  dat << "# sigma cos_noisy recall1 recall10 bleu token_f1\n";
+  // Every rank: each σ's noisy rows (keyed noise: the same on every rank) and the attack's recoveries, the texts
+  // split over the ranks by decode_texts.
+  std::vector<EvalSplit> points;
+  std::vector<std::vector<std::string>> recovered;
   for (double sigma : sigmas) {
     EvalSplit sp = base;
     sp.name = fmt::format("test@{}", sigma);
@@ -75,43 +75,59 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
     for (int64_t i = 0; i < n; ++i)
       gaussian_noise(seed, fmt::format("sweep/{}/{}", sigma, i), noise[i].data_ptr<float>(), d);
     sp.noisy = base.clean + sigma * noise;
-    const double cos_noisy =
-        torch::cosine_similarity(sp.noisy.to(torch::kFloat64), sp.clean.to(torch::kFloat64), 1).mean().item<double>();
-    const auto [r1, r10] = recall_at(sp.noisy, sp.clean);
-    // The attack: the strongest trained system without correction rounds (joint-no-corrector, else dae-only).
-    std::shared_ptr<InverterImpl> inv = ctx.stage3_inv ? ctx.stage3_inv : ctx.stage2_inv;
-    std::shared_ptr<Dae> dae = ctx.stage3_inv ? ctx.dae3 : ctx.dae1;
-    const std::string attack = ctx.stage3_inv ? "joint-no-corrector" : "dae-only";
-    DAEI_CHECK(inv && dae, "eval --sigma: no trained attack (stage 2 or 3) in {}", run_dir);
-    auto texts = decode_texts(ctx, *inv, denoise(*dae, sp.noisy, ctx.dae_sigma(sp)), sp.name);
-    const auto per = metrics::score_all(texts, refs);
-    auto rec = ctx.clean_embedder->embed(texts);
-    const double cos_rec =
-        torch::cosine_similarity(rec.to(torch::kFloat64), sp.clean.to(torch::kFloat64), 1).mean().item<double>();
-    const double bleu = metrics::mean(per.bleu), f1 = metrics::mean(per.token_f1);
-    const auto bci = metrics::bootstrap_ci(per.bleu, 1000, 1), fci = metrics::bootstrap_ci(per.token_f1, 1000, 1);
-    out["points"].push_back({{"sigma", sigma}, {"cos_noisy_clean", cos_noisy}, {"recall_at_1", r1},
-                             {"recall_at_10", r10}, {"attack", attack}, {"bleu", bleu}, {"bleu_ci", {bci.lo, bci.hi}},
-                             {"token_f1", f1}, {"token_f1_ci", {fci.lo, fci.hi}}, {"cos", cos_rec}});
-    md += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {} | {:.3f} [{:.3f}, {:.3f}] | {:.3f} [{:.3f}, {:.3f}] | {:.3f} |\n",
-                      sigma, cos_noisy, r1, r10, attack, bleu, bci.lo, bci.hi, f1, fci.lo, fci.hi, cos_rec);
-    dat << sigma << " " << cos_noisy << " " << r1 << " " << r10 << " " << bleu << " " << f1 << "\n";
-    LOG_INFO("[sweep] σ {}: cos {:.3f} recall@1 {:.3f} | {} BLEU {:.3f} F1 {:.3f}", sigma, cos_noisy, r1, attack, bleu, f1);
+    recovered.push_back(decode_texts(ctx, *inv, denoise(*dae, sp.noisy, ctx.dae_sigma(sp)), sp.name));
+    points.push_back(std::move(sp));
   }
-  dat.close();
-  md += "\nA defender reads the row where leakage (BLEU, token F1) falls below the threshold it accepts and pays the "
-        "recall of that row. σ is the noise of the release; the DAE is called at that σ.\n";
-  write_file_atomic(layout.eval_file("sigma_sweep.json"), out.dump(2) + "\n");
-  write_file_atomic(layout.eval_file("sigma_sweep.md"), md);
-  const std::string gp = layout.eval_file("sigma_sweep.gp"), png = layout.eval_file("sigma_sweep.png");
-  {
-    std::ofstream g(gp);
-    g << sigma_sweep_gnuplot(data_path, png);
-  }
-  if (std::system(("gnuplot '" + gp + "' >/dev/null 2>&1").c_str()) != 0)
-    LOG_WARN("[sweep] gnuplot failed or missing: {} not drawn (the numbers are in sigma_sweep.json)", png);
-  fs::remove(gp);
-  LOG_INFO("[sweep] wrote {}", layout.eval_file("sigma_sweep.{json,md,png}"));
+  // Rank 0: the scores and the files.
+  comm_of(ctx).run_on_root([&] {
+    const auto refs = reference_texts(ctx, base.texts);
+    json out{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"n", n}, {"points", json::array()}};
+    std::string md = fmt::format("# Noise sweep (test, n = {})\n\n`{}` · revision {}\n\n| σ | cos(noisy, clean) | "
+                                 "recall@1 | recall@10 | attack | BLEU | token F1 | cos(recovered, true) |\n"
+                                 "|---|---|---|---|---|---|---|---|\n",
+                                 n, command_line, DAEI_GIT_REV);
+    const RunLayout layout(run_dir);
+    const std::string data_path = layout.eval_file("sigma_sweep.dat");
+    std::ofstream dat(data_path);
+    dat << "# sigma cos_noisy recall1 recall10 bleu token_f1\n";
+    for (size_t k = 0; k < points.size(); ++k) {
+      const EvalSplit& sp = points[k];
+      const auto& texts = recovered[k];
+      const double sigma = sp.sigma;
+      const double cos_noisy =
+          torch::cosine_similarity(sp.noisy.to(torch::kFloat64), sp.clean.to(torch::kFloat64), 1).mean().item<double>();
+      const auto [r1, r10] = recall_at(sp.noisy, sp.clean);
+      const auto per = metrics::score_all(texts, refs);
+      auto rec = ctx.clean_embedder->embed(texts);
+      const double cos_rec =
+          torch::cosine_similarity(rec.to(torch::kFloat64), sp.clean.to(torch::kFloat64), 1).mean().item<double>();
+      const double bleu = metrics::mean(per.bleu), f1 = metrics::mean(per.token_f1);
+      const auto bci = metrics::bootstrap_ci(per.bleu, 1000, 1), fci = metrics::bootstrap_ci(per.token_f1, 1000, 1);
+      out["points"].push_back({{"sigma", sigma}, {"cos_noisy_clean", cos_noisy}, {"recall_at_1", r1},
+                               {"recall_at_10", r10}, {"attack", attack}, {"bleu", bleu}, {"bleu_ci", {bci.lo, bci.hi}},
+                               {"token_f1", f1}, {"token_f1_ci", {fci.lo, fci.hi}}, {"cos", cos_rec}});
+      md += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {} | {:.3f} [{:.3f}, {:.3f}] | {:.3f} [{:.3f}, {:.3f}] | "
+                        "{:.3f} |\n",
+                        sigma, cos_noisy, r1, r10, attack, bleu, bci.lo, bci.hi, f1, fci.lo, fci.hi, cos_rec);
+      dat << sigma << " " << cos_noisy << " " << r1 << " " << r10 << " " << bleu << " " << f1 << "\n";
+      LOG_INFO("[sweep] σ {}: cos {:.3f} recall@1 {:.3f} | {} BLEU {:.3f} F1 {:.3f}", sigma, cos_noisy, r1, attack, bleu,
+               f1);
+    }
+    dat.close();
+    md += "\nA defender reads the row where leakage (BLEU, token F1) falls below the threshold it accepts and pays the "
+          "recall of that row. σ is the noise of the release; the DAE is called at that σ.\n";
+    write_file_atomic(layout.eval_file("sigma_sweep.json"), out.dump(2) + "\n");
+    write_file_atomic(layout.eval_file("sigma_sweep.md"), md);
+    const std::string gp = layout.eval_file("sigma_sweep.gp"), png = layout.eval_file("sigma_sweep.png");
+    {
+      std::ofstream g(gp);
+      g << sigma_sweep_gnuplot(data_path, png);
+    }
+    if (std::system(("gnuplot '" + gp + "' >/dev/null 2>&1").c_str()) != 0)
+      LOG_WARN("[sweep] gnuplot failed or missing: {} not drawn (the numbers are in sigma_sweep.json)", png);
+    fs::remove(gp);
+    LOG_INFO("[sweep] wrote {}", layout.eval_file("sigma_sweep.{json,md,png}"));
+  });
 }
 
 }  // namespace daei

@@ -2,7 +2,8 @@
 // keyed by σ and row, never the cache's), the σ-conditioned DAEs called at that σ (one model trained over the
 // log-uniform σ range: no retraining per σ), and the attack's BLEU / token F1 / cosine beside the defender's utility
 // at the same σ: cosine of noisy to clean, and recall@1/@10 when the noisy test embeddings query the clean test set.
-// Writes eval/sigma_sweep.json, sigma_sweep.md and sigma_sweep.png (gnuplot).
+// Writes eval/sigma_sweep.json, sigma_sweep.md and sigma_sweep.png (gnuplot). A collective over ctx.comm: the
+// recoveries are split over the ranks (decode_texts), rank 0 scores them and writes the files.
 #pragma once
 #include <string>
 #include <vector>

@@ -11,6 +11,8 @@
 #include "core/progress.h"
 #include "data/cache.h"
 #include "data/run_layout.h"
+#include "dist/communicator.h"
+#include "dist/share.h"
 #include "eval/clean_cache.h"
 #include "eval/correction.h"
 #include "eval/dae_table.h"
@@ -44,8 +46,9 @@ std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& sta
 }
 }  // namespace
 
-EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
+EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Communicator* comm) {
   EvalContext c;
+  c.comm = comm;
   const RunLayout layout(run_dir);
   const std::string tok = layout.tokenizer_for(cfg.str("inverter.tokenizer"));
   DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
@@ -108,7 +111,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
         DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
         CorrectionOptions run_opt = co;
         if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
-        auto r = run_correction(target, initial, ids, query, den, *corrector, *opts.tok, run_opt);
+        auto r = run_correction(target, initial, ids, query, den, *corrector, *opts.tok, run_opt, opts.comm);
         const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
         SystemRun run;
         run.texts = r.round_best_text.at(t);
@@ -172,7 +175,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
         };
         const double sigma = dae_sigma(sp);
         DenoiseFn shield = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
-        auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo);
+        auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo, comm);
         SystemRun run;
         run.texts = r.best_text;
         for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
@@ -187,6 +190,11 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir) {
     LOG_WARN("[eval] zsinvert.enabled but no {} (`daei train --stage lm`): no zsinvert rows", layout.stage_final("lm"));
   }
   return c;
+}
+
+Communicator& comm_of(const EvalContext& ctx) {
+  static LocalCommunicator local;  // stateless
+  return ctx.comm ? *ctx.comm : local;
 }
 
 at::Tensor denoise(Dae& dae, const at::Tensor& y, double sigma) {
@@ -206,14 +214,16 @@ std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv,
   GenerateOptions g = ctx.decoding;
   g.max_length = ctx.max_length_eval;
   g.num_beams = ctx.num_beams;
+  Communicator& comm = comm_of(ctx);
+  const ItemRange mine = block_share(e.size(0), ctx.batch_size, comm);
   std::vector<std::string> out;
-  Progress progress("eval", e.size(0), "text", 10.0);
-  for (int64_t i = 0; i < e.size(0); i += ctx.batch_size) {
-    auto b = e.narrow(0, i, std::min<int64_t>(ctx.batch_size, e.size(0) - i));
-    for (auto& t : ctx.tok->decode_batch(inv.generate(b, g))) out.push_back(std::move(t));
+  Progress progress("eval", mine.size(), "text", 10.0);
+  for (const ItemRange& batch : blocks_of(mine, ctx.batch_size)) {
+    for (auto& t : ctx.tok->decode_batch(inv.generate(e.slice(0, batch.begin, batch.end), g)))
+      out.push_back(std::move(t));
     progress.update(static_cast<int64_t>(out.size()), what);
   }
-  return out;
+  return gather_in_order(comm, out);
 }
 
 std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vector<std::string>& texts) {

@@ -15,6 +15,7 @@
 
 namespace daei {
 
+class Communicator;
 class Config;
 class Embedder;
 class CorrectorImpl;
@@ -29,6 +30,9 @@ struct DaeSigma {
 };
 
 struct EvalContext {
+  // The ranks a system's texts are split over (every system's recover() is then a collective that returns every
+  // text on every rank); null: this process alone.
+  Communicator* comm = nullptr;
   std::shared_ptr<SpmTokenizer> tok;
   std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
   std::string embedder_id;
@@ -54,12 +58,16 @@ struct EvalContext {
   std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
 };
 
-EvalContext make_eval_context(const Config& cfg, const std::string& run_dir);
+EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Communicator* comm = nullptr);
+// ctx.comm, or a single-process communicator when it is null.
+Communicator& comm_of(const EvalContext& ctx);
 // In table order: references first, then the attack's chain.
 std::vector<SystemSpec> available_systems(const EvalContext& ctx);
 // The truth as the systems are asked to produce it: truncated to max_length_eval tokens, decoded (vec2text's rule).
 std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vector<std::string>& texts);
-// Greedy / beam decoding of embeddings with an inverter, batched, with a progress line.
+// Greedy / beam decoding of embeddings with an inverter, batched, with a progress line. A collective over ctx.comm:
+// every rank passes all rows and decodes its share, whole batches of batch_size rows (dist/share.h: the batches of
+// one process, so the same texts on any world size), and every rank gets every text in row order.
 std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e,
                                       const std::string& what);
 // DAE(y, σ) in batches.

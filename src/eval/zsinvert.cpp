@@ -13,6 +13,8 @@
 #include "core/fields.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "dist/communicator.h"
+#include "dist/share.h"
 #include "model/t5.h"
 #include "model/tokenizer_spm.h"
 
@@ -142,7 +144,8 @@ at::Tensor shield_chunked(const DenoiseFn& shield, const at::Tensor& x, int64_t 
 }  // namespace
 
 ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>& text_ids, const QueryFn& query,
-                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt) {
+                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt,
+                            Communicator* comm_in) {
   const int64_t B = static_cast<int64_t>(text_ids.size());
   DAEI_CHECK(y.dim() == 2 && y.size(0) == B, "zsinvert: y must be ({}, d), got ({})", B,
              fmt::format("{}", fmt::join(y.sizes(), ", ")));
@@ -155,6 +158,8 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
              "zsinvert: beam, top_k, max_steps, embed_chunk, lm_batch, text_batch >= 1 and repetition_penalty > 0 "
              "required");
   DAEI_CHECK(lm.next && lm.decode, "zsinvert: no generator");
+  LocalCommunicator local;
+  Communicator& comm = comm_in ? *comm_in : local;
   torch::NoGradGuard ng;
   ZsInvertResult res;
   res.best_text.resize(B);
@@ -164,11 +169,12 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
   if (B == 0) return res;
 
   const int64_t stages = opt.refine ? 2 : 1;
-  Progress progress("zsinvert", B * stages * opt.max_steps, "text-step", opt.progress_every_s);
+  const ItemRange mine = block_share(B, opt.text_batch, comm);
+  Progress progress("zsinvert", mine.size() * stages * opt.max_steps, "text-step", opt.progress_every_s);
   int64_t done = 0, total_queries = 0;
 
-  for (int64_t g0 = 0; g0 < B; g0 += opt.text_batch) {
-    const int64_t G = std::min(opt.text_batch, B - g0);
+  for (const ItemRange& group : blocks_of(mine, opt.text_batch)) {
+    const int64_t g0 = group.begin, G = group.size();
     const at::Tensor target = shield_chunked(shield, y.narrow(0, g0, G).to(torch::kFloat32), opt.embed_chunk);
     std::vector<TextSearch> st(G);
     for (int64_t stage = 0; stage < stages; ++stage) {
@@ -287,6 +293,15 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
       res.queries_per_text[g0 + g] = st[g].queries;
       total_queries += st[g].queries;
     }
+  }
+  if (comm.size() > 1) {
+    // Every text's answer, in text order, on every rank.
+    auto slice = [&](const auto& v) { return std::vector(v.begin() + mine.begin, v.begin() + mine.end); };
+    res.best_text = gather_in_order(comm, slice(res.best_text));
+    res.best_cos = gather_in_order(comm, slice(res.best_cos));
+    res.stage_a_cos = gather_in_order(comm, slice(res.stage_a_cos));
+    res.queries_per_text = gather_in_order(comm, slice(res.queries_per_text));
+    total_queries = comm.allreduce(total_queries, ReduceOp::Sum);
   }
   LOG_INFO("[zsinvert] {} texts: {:.1f} queries per text ({} in all)", B, double(total_queries) / double(B),
            total_queries);

@@ -21,6 +21,8 @@
 // beam · k queries per text once beam distinct texts exist (k = min(top_k, vocabulary − 2)); refine doubles it.
 // Texts are searched text_batch at a time; LM calls take lm_batch prefixes, queries embed_chunk texts, and only
 // scores are kept, so memory is bounded by text_batch · beam · k strings. A progress line gives rate and ETA.
+// Ranks: the groups of text_batch texts are dealt to the ranks (dist/share.h). A group's search touches no other
+// group (LM batches pad prefixes to the longest in the batch), so each text's answer is the same on any world size.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -33,6 +35,7 @@
 
 namespace daei {
 
+class Communicator;
 class Config;
 class SpmTokenizer;
 class T5ModelImpl;
@@ -80,9 +83,12 @@ struct ZsInvertResult {
   std::vector<int64_t> queries_per_text;  // black-box queries spent on each input
 };
 
-// y: (B, d) noisy targets; text_ids: B distinct ids naming the texts in the query keys (e.g. "test/17").
+// y: (B, d) noisy targets; text_ids: B distinct ids naming the texts in the query keys (e.g. "test/17"). comm
+// (null: this process alone): a collective; every rank passes all B texts, searches its share of the groups and
+// returns the whole result, in text order.
 ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>& text_ids, const QueryFn& query,
-                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt);
+                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt,
+                            Communicator* comm = nullptr);
 
 // --- The rules, separately testable -----------------------------------------------------------------------------
 

@@ -88,6 +88,24 @@ inline Corrector tiny_corrector(uint64_t seed = 3) {
   return m;
 }
 
+// An inverter of the corrector's sizes with seeded random weights.
+inline Inverter tiny_inverter(uint64_t seed = 5) {
+  torch::manual_seed(test::seed(seed));
+  InverterConfig ic;
+  ic.dim = kDim;
+  ic.repeat = kRepeat;
+  ic.t5 = tiny_t5();
+  return Inverter(ic);
+}
+
+// Larger weights: outputs that depend on the inputs, so later correction rounds propose new texts.
+inline Corrector lively_corrector() {
+  auto m = tiny_corrector(9);
+  torch::NoGradGuard ng;
+  for (auto& p : m->parameters()) p.mul_(4.0);
+  return m;
+}
+
 // A deterministic clean embedder: hashed word counts, L2-normalised (the zero vector for no words).
 class HashEmbedder final : public Embedder {
  public:
@@ -112,6 +130,36 @@ class HashEmbedder final : public Embedder {
 
 inline std::shared_ptr<NoisyEmbedder> noisy_embedder(double sigma = 0.05, uint64_t seed = 11) {
   return std::make_shared<NoisyEmbedder>(std::make_shared<HashEmbedder>(), sigma, seed);
+}
+
+// A small seeded DAE at σ 0.05, as the correction's shield.
+inline DenoiseFn toy_dae() {
+  torch::manual_seed(test::seed(17));
+  DaeOptions o;
+  o.dim = kDim;
+  o.hidden = 32;
+  o.depth = 1;
+  o.dropout = 0;
+  auto dae = std::make_shared<Dae>(o);
+  (*dae)->eval();
+  return [dae](const at::Tensor& y) { return (*dae)->forward(y, torch::full({y.size(0)}, 0.05)); };
+}
+
+// B texts to correct: noisy embeddings of sentence(b, 5), hypotheses sentence(b + 3, 3), ids "test/b".
+struct CorrectionInputs {
+  at::Tensor y;
+  std::vector<std::string> initial, ids;
+};
+inline CorrectionInputs correction_inputs(int64_t B) {
+  CorrectionInputs in;
+  std::vector<std::string> truth;
+  for (int64_t b = 0; b < B; ++b) {
+    truth.push_back(sentence(int(b), 5));
+    in.initial.push_back(sentence(int(b) + 3, 3));
+    in.ids.push_back("test/" + std::to_string(b));
+  }
+  in.y = noisy_embedder()->embed(truth, in.ids);
+  return in;
 }
 
 inline at::Tensor hyp_ids(const std::vector<std::string>& texts, int64_t max_len = 16) {

@@ -133,12 +133,8 @@ TEST(Corrector, SaveLoadRoundTrip) {
 // Warm start (issue 21): the corrector's T5 and T1 are exactly the inverter's tensors (names, shapes, values);
 // T2/T3 are copies of the inverter's transform or stay fresh; the LayerNorm stays fresh.
 TEST(Corrector, WarmStartCopiesTheInvertersTensors) {
-  torch::manual_seed(test::seed(5));
-  InverterConfig ic;
-  ic.dim = kDim;
-  ic.repeat = kRepeat;
-  ic.t5 = tiny_t5();
-  Inverter inv(ic);
+  Inverter inv = tiny_inverter();
+  const InverterConfig ic = inv->cfg;
   const auto inv_t5 = inv->t5->named_parameters(true);
   const auto inv_tr = inv->embedding_transform->named_parameters(true);
   for (const bool copy_t2_t3 : {false, true}) {
@@ -266,45 +262,10 @@ struct CountingBox {
   }
 };
 
-DenoiseFn toy_dae() {
-  torch::manual_seed(test::seed(17));
-  DaeOptions o;
-  o.dim = kDim;
-  o.hidden = 32;
-  o.depth = 1;
-  o.dropout = 0;
-  auto dae = std::make_shared<Dae>(o);
-  (*dae)->eval();
-  return [dae](const at::Tensor& y) { return (*dae)->forward(y, torch::full({y.size(0)}, 0.05)); };
-}
-
-struct Inputs {
-  at::Tensor y;
-  std::vector<std::string> initial, ids;
-};
-Inputs correction_inputs(int64_t B) {
-  Inputs in;
-  std::vector<std::string> truth;
-  for (int64_t b = 0; b < B; ++b) {
-    truth.push_back(sentence(int(b), 5));
-    in.initial.push_back(sentence(int(b) + 3, 3));
-    in.ids.push_back("test/" + std::to_string(b));
-  }
-  std::vector<std::string> keys;
-  for (int64_t b = 0; b < B; ++b) keys.push_back("test/" + std::to_string(b));
-  in.y = noisy_embedder()->embed(truth, keys);
-  return in;
-}
-
 }  // namespace
 
 TEST(Correction, QueryCountingIsExact) {
-  auto m = tiny_corrector(9);
-  {
-    // Larger weights: outputs that depend on the inputs, so later rounds propose new texts.
-    torch::NoGradGuard ng;
-    for (auto& p : m->parameters()) p.mul_(4.0);
-  }
+  auto m = lively_corrector();
   const auto& tok = tokenizer();
   auto in = correction_inputs(5);
   CorrectionOptions o;
@@ -373,11 +334,7 @@ TEST(Correction, QueryCountingIsExact) {
 
 // The main table's early-stopped run is read off a full run (eval.per_round): equal to running with early stop on.
 TEST(Correction, EarlyStoppedRunIsAPrefixOfTheFullRun) {
-  auto m = tiny_corrector(9);
-  {
-    torch::NoGradGuard ng;
-    for (auto& p : m->parameters()) p.mul_(4.0);
-  }
+  auto m = lively_corrector();
   auto in = correction_inputs(4);
   CorrectionOptions o;
   o.max_steps = 4;
@@ -393,6 +350,33 @@ TEST(Correction, EarlyStoppedRunIsAPrefixOfTheFullRun) {
   EXPECT_EQ(t, stopped.steps);
   EXPECT_EQ(full.round_best_text[t], stopped.best_text);
   EXPECT_EQ(full.round_queries[t], stopped.queries_per_text);
+}
+
+// Eval on every rank (issue 35): texts are searched a block at a time (text_block), no batch mixing two blocks, so
+// a block's answers are those of a run on that block alone: what lets any world size give the same answers.
+TEST(Correction, EachBlockIsSearchedAsIfAlone) {
+  auto m = lively_corrector();
+  auto in = correction_inputs(6);
+  CorrectionOptions o;
+  o.max_steps = 2;
+  o.beam = 2;
+  o.max_length = 10;
+  o.early_stop = false;  // the stopping rule is the one thing that reads every block
+  o.gen_batch = 4;
+  o.embed_chunk = 3;
+  o.text_block = 2;
+  auto all = run_correction(in.y, in.initial, in.ids, CountingBox().fn(), toy_dae(), *m, tokenizer(), o);
+  for (int64_t b0 : {0, 2, 4}) {
+    const std::vector<std::string> initial(in.initial.begin() + b0, in.initial.begin() + b0 + 2),
+        ids(in.ids.begin() + b0, in.ids.begin() + b0 + 2);
+    auto alone =
+        run_correction(in.y.narrow(0, b0, 2), initial, ids, CountingBox().fn(), toy_dae(), *m, tokenizer(), o);
+    for (int64_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(alone.best_text[i], all.best_text[b0 + i]) << b0 + i;
+      EXPECT_EQ(alone.best_cos[i], all.best_cos[b0 + i]) << b0 + i;  // bit for bit
+      EXPECT_EQ(alone.queries_per_text[i], all.queries_per_text[b0 + i]) << b0 + i;
+    }
+  }
 }
 
 // Query-averaged scoring (issue 21 item 4): the mean of k queries under k independent keys, every query counted.
