@@ -5,4 +5,4 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runner
 d = os.path.dirname(os.path.abspath(__file__))
 r = json.load(open(os.path.join(d, "results.json")))
-open(os.path.join(d, "results.md"), "w").write(runner.markdown(r["meta"], r["entries"]))
+open(os.path.join(d, "results.md"), "w").write(runner.markdown(r["meta"], runner.latest_by_name(r["entries"])))

@@ -175,7 +175,7 @@ def main():
                     env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1))
         if kept and earlier:
             meta["earlier_run"] = earlier
-        allE = kept + entries
+        allE = latest_by_name(kept + entries)
         with open(jpath, "w") as f:
             json.dump(dict(meta=meta, entries=allE, log=LOG), f, indent=1)
         with open(os.path.join(ROOT, a.out, "results%s.md" % suffix), "w") as f:
@@ -480,6 +480,18 @@ def main():
     wall = save(final=True)
     print("wrote %s/results%s.{json,md} (%.0f s)" % (a.out, suffix, wall))
     return 0 if all(e["target"] != "error" for e in entries) else 1
+
+
+def latest_by_name(entries):
+    """Each entry once, with its latest measurement (the last in the list), where its name first appeared: a group
+    re-run with --only replaces the entries it produces, also those not named after the group (stage2_flop_rate)."""
+    last = {e["name"]: e for e in entries}
+    seen, out = set(), []
+    for e in entries:
+        if e["name"] not in seen:
+            seen.add(e["name"])
+            out.append(last[e["name"]])
+    return out
 
 
 def machine():
