@@ -55,8 +55,10 @@ at::Tensor bucket_alias(const at::Tensor& flat, const at::Tensor& view) {
 void GradReducer::ensure_bucket(size_t bi, const at::Device& device) {
   if (flat_.size() != buckets_.size()) flat_.resize(buckets_.size());
   auto& flat = flat_[bi];
+  // The gradients, then one presence flag a parameter (reduce()'s trailer).
+  const int64_t n = buckets_[bi].numel + static_cast<int64_t>(buckets_[bi].params.size());
   if (!flat.defined() || flat.device() != device)
-    flat = torch::empty({buckets_[bi].numel}, torch::TensorOptions().dtype(buckets_[bi].dtype).device(device));
+    flat = torch::empty({n}, torch::TensorOptions().dtype(buckets_[bi].dtype).device(device));
 }
 
 void GradReducer::prepare_grads() {
@@ -87,12 +89,52 @@ void GradReducer::prepare_grads() {
 
 void GradReducer::reduce() {
   if (comm_.size() == 1) return;
+  if (grads_in_buckets_) return reduce_prepared();
   std::vector<at::Tensor> grads;
   grads.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i)  // a prepared zero that received nothing is "no gradient"
     grads.push_back(grads_in_buckets_ && !(*arrived_)[i] ? at::Tensor() : params_[i].grad());
   reduce_into(grads, /*as_views=*/true);
   for (size_t i = 0; i < params_.size(); ++i) params_[i].mutable_grad() = grads[i];
+  grads_in_buckets_ = false;
+}
+
+// After prepare_grads() the gradients already lie in the buckets. Each bucket that holds a trainable parameter is sent
+// once, with a trailer of presence flags (1 where this rank's backward reached the parameter): their average is
+// > 0 where any rank had a gradient. So no copy and no separate presence all-reduce; the price is that a bucket of
+// trainable parameters that no rank touched this step is still sent (as zeros).
+void GradReducer::reduce_prepared() {
+  torch::NoGradGuard no_grad;
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    const Bucket& b = buckets_[bi];
+    bool trainable = false;
+    for (size_t i : b.params) trainable = trainable || params_[i].requires_grad();
+    if (!trainable) continue;  // never has a gradient on any rank (the same parameters everywhere)
+    auto& flat = flat_[bi];
+    const auto np = static_cast<int64_t>(b.params.size());
+    auto trailer = flat.narrow(0, b.numel, np);
+    {
+      std::vector<float> flags(b.params.size());
+      for (size_t k = 0; k < b.params.size(); ++k) flags[k] = (*arrived_)[b.params[k]] ? 1.f : 0.f;
+      trailer.copy_(torch::from_blob(flags.data(), {np}, torch::kFloat32));
+    }
+    for (size_t k = 0; k < b.params.size(); ++k) {  // backward accumulated into the aliases; anything else is copied
+      auto& p = params_[b.params[k]];
+      if (!(*arrived_)[b.params[k]]) continue;
+      auto view = flat.narrow(0, b.offsets[k], p.numel());
+      if (p.grad().data_ptr() != view.data_ptr() || !p.grad().is_contiguous()) view.copy_(p.grad().reshape({-1}));
+    }
+    comm_.allreduce(flat, ReduceOp::Avg);
+    const auto any = trailer.to(torch::kCPU, torch::kFloat32);
+    const auto a = any.accessor<float, 1>();
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      auto& p = params_[b.params[k]];
+      if (a[static_cast<int64_t>(k)] > 0)
+        p.mutable_grad() = bucket_alias(flat, flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes()));
+      else
+        p.mutable_grad() = at::Tensor();  // no rank had one: "no gradient", as after a fresh backward
+    }
+  }
   grads_in_buckets_ = false;
 }
 
@@ -134,7 +176,8 @@ void GradReducer::reduce_into(std::vector<at::Tensor>& grads, bool as_views) {
       else if (!grads_in_buckets_)  // prepared buckets start zeroed
         view.zero_();
     }
-    comm_.allreduce(flat, ReduceOp::Avg);
+    auto grad_part = flat.narrow(0, 0, b.numel);  // not the trailer: presence was agreed above
+    comm_.allreduce(grad_part, ReduceOp::Avg);
     for (size_t k = 0; k < b.params.size(); ++k) {
       const size_t i = b.params[k];
       if (any[i] == 0) continue;

@@ -3,8 +3,11 @@
 // Gradients are packed into flat buckets (~25 MB, one dtype each, fixed registration order, so every rank issues
 // the same sequence of collectives), all-reduced, averaged and written back. A parameter with a gradient on some
 // rank but not on another counts as zeros there; a parameter with a gradient on no rank stays without one (as on
-// 1 rank, so AdamW skips it: a frozen branch is not weight-decayed at N ranks either). The presence of gradients is
-// agreed by one small all-reduce first, so ranks never disagree on what is reduced.
+// 1 rank, so AdamW skips it: a frozen branch is not weight-decayed at N ranks either). After prepare_grads() (the
+// Trainer's one-gradient-set path) backward writes into the buckets and each bucket travels with a trailer of
+// presence flags: one all-reduce a bucket, nothing copied. Gradient sets given to reduce(grads) (stage 3's two sets,
+// PCGrad's) are copied into the buckets, and their presence is agreed by one small all-reduce first, so ranks never
+// disagree on what is reduced.
 // reduce(grads) reduces any list of tensors aligned with the parameters (a named gradient set of the Trainer).
 #pragma once
 #include <cstddef>
@@ -50,6 +53,7 @@ class GradReducer {
 
  private:
   void reduce_into(std::vector<at::Tensor>& grads, bool as_views);
+  void reduce_prepared();
   Communicator& comm_;
   std::vector<at::Tensor> params_;
   std::vector<Bucket> buckets_;

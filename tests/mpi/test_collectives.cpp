@@ -213,3 +213,65 @@ TEST(Mpi, CollectiveStop) {
   auto all = c.allgather(std::to_string(last));
   for (auto& s : all) EXPECT_EQ(s, "7");
 }
+
+namespace {
+// Counts the all-reduces that pass through it (the rest goes to the real communicator).
+class CountingCommunicator final : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : c_(inner) {}
+  int rank() const override { return c_.rank(); }
+  int size() const override { return c_.size(); }
+  int local_rank() const override { return c_.local_rank(); }
+  std::string kind() const override { return c_.kind(); }
+  using Communicator::allreduce;
+  using Communicator::broadcast;
+  void allreduce(at::Tensor& t, ReduceOp op) override {
+    ++allreduces;
+    c_.allreduce(t, op);
+  }
+  void broadcast(at::Tensor& t, int root) override { c_.broadcast(t, root); }
+  std::vector<std::string> allgather(const std::string& s) override { return c_.allgather(s); }
+  void barrier() override { c_.barrier(); }
+  void abort(int code) override { c_.abort(code); }
+  int allreduces = 0;
+
+ private:
+  Communicator& c_;
+};
+}  // namespace
+
+// The Trainer's path (prepare_grads, backward, reduce): one all-reduce a bucket of trainable parameters and nothing
+// else, no presence all-reduce (the flags travel in the buckets' trailers, so "no rank reached it" still ends without
+// a gradient). A bucket of frozen parameters is not sent.
+// Named gradient sets still agree on presence first (one more all-reduce).
+TEST(Mpi, GradReducerPreparedPathSendsEachTrainableBucketOnce) {
+  auto& c = *comm();
+  CountingCommunicator counting(c);
+  auto a = torch::zeros({4}, torch::requires_grad());
+  auto only0 = torch::zeros({3}, torch::requires_grad());
+  auto untouched = torch::zeros({2}, torch::requires_grad());
+  auto frozen = torch::zeros({5});
+  // A cap of 20 bytes: buckets [a], [only0, untouched], [frozen].
+  GradReducer red(counting, {a, only0, untouched, frozen}, 20);
+  ASSERT_EQ(red.buckets().size(), 3u);
+  ASSERT_EQ(red.buckets()[1].params, (std::vector<size_t>{1, 2}));
+  red.prepare_grads();
+  auto loss = a.sum() * double(c.rank() + 1);
+  if (c.rank() == 0) loss = loss + only0.sum() * 6;
+  loss.backward();
+  counting.allreduces = 0;
+  red.reduce();
+  const int one_rank = c.size() == 1;  // at 1 rank reduce() has nothing to do
+  EXPECT_EQ(counting.allreduces, one_rank ? 0 : 2) << "the two buckets of trainable parameters, nothing else";
+  const double W = c.size();
+  EXPECT_NEAR(a.grad()[2].item<double>(), (W + 1) / 2.0, 1e-6);
+  EXPECT_NEAR(only0.grad()[1].item<double>(), 6.0 / W, 1e-6);
+  EXPECT_FALSE(untouched.grad().defined());
+  EXPECT_FALSE(frozen.grad().defined());
+  std::vector<at::Tensor> set{torch::ones({4}), at::Tensor(), at::Tensor(), at::Tensor()};
+  counting.allreduces = 0;
+  red.reduce(set);
+  EXPECT_EQ(counting.allreduces, one_rank ? 0 : 2) << "presence, then a's bucket";
+  EXPECT_NEAR(set[0][0].item<double>(), 1.0, 1e-6);
+  EXPECT_FALSE(set[1].defined());
+}
