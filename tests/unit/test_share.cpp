@@ -17,7 +17,9 @@ TEST(BlockShare, WholeBlocksInRankOrderEveryItemOnceBalanced) {
           const ItemRange s = block_share(n, block, r, world);
           EXPECT_EQ(s.begin, next);  // contiguous, rank order = item order
           EXPECT_LE(s.begin, s.end);
-          if (s.size() > 0) EXPECT_EQ(s.begin % block, 0);  // starts on a block boundary: the one process's batches
+          if (s.size() > 0) {
+            EXPECT_EQ(s.begin % block, 0);
+          }  // a share starts on a block boundary: the one process's batches
           next = s.end;
           const int64_t blocks = (s.size() + block - 1) / block;
           fewest = std::min(fewest, blocks);
