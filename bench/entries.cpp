@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <unistd.h>
 #include <fstream>
 #include <iostream>
@@ -485,9 +486,35 @@ json cmd_allreduce() {
   auto comm = make_mpi_communicator();
   const int64_t reps = arg("reps", 10);
   const std::string which = sarg("which", "dae");
+  const int64_t B = arg("batch", which == "dae" ? 128 : 32, 1);
   std::shared_ptr<torch::nn::Module> model;
-  if (which == "dae") model = std::make_shared<DaeImpl>(dae_options());
-  else model = std::make_shared<InverterImpl>(inverter_config());
+  std::function<at::Tensor()> real_loss;  // the loss of a training step of this model, on fresh random rows
+  if (which == "dae") {
+    auto o = dae_options();
+    auto dae = std::make_shared<DaeImpl>(o);
+    dae->train();
+    model = dae;
+    real_loss = [dae, o, B] {  // stage 1's SURE step (Hutchinson, K = 2 probes)
+      auto y = torch::randn({B, o.dim}) * 0.04;
+      auto sigma = torch::full({B}, 0.01);
+      auto z = torch::randint(0, 2, {2, B, o.dim}).to(torch::kFloat32) * 2 - 1;
+      std::vector<at::Tensor> masks;
+      for (int64_t i = 0; i < o.depth; ++i)
+        masks.push_back((torch::rand({B, 2 * o.hidden}) >= 0.1).to(torch::kFloat32) / 0.9);
+      Dae holder(dae);
+      return sure_variant("hutchinson", holder, y, sigma, z, masks, 2).loss;
+    };
+  } else {
+    auto c = inverter_config();
+    set_t5_speed();
+    auto inv = std::make_shared<InverterImpl>(c);
+    inv->train();
+    model = inv;
+    real_loss = [inv, c, B] {  // stage 2's teacher-forced cross-entropy
+      auto l = inv->loss(torch::randn({B, c.dim}), random_labels(B, arg("label-len", 32, 1), c.t5.vocab_size));
+      return l.sum / static_cast<double>(l.count);
+    };
+  }
   auto params = model->parameters();
   int64_t n = 0;
   std::vector<at::Tensor> fresh;
@@ -497,35 +524,41 @@ json cmd_allreduce() {
   }
   GradReducer red(*comm, params);
   auto flat = torch::randn({n});
-  // "times": as in the Trainer, prepare_grads() then a backward pass that accumulates into the buckets (untimed: it
-  // is the backward's work), then reduce(). "copy_times": gradients as fresh tensors of their own (a backward
-  // without prepare_grads()), which reduce() first copies into the buckets.
-  std::vector<double> t_red, t_raw, t_copy;
-  for (int64_t r = 0; r < reps + 1; ++r) {  // alternating: reducer, raw, reducer with copies, ...
+  // Every repetition, each measured call right after the work that precedes it in training:
+  //   "times":       prepare_grads(), a real training backward (untimed) that accumulates into the buckets, reduce();
+  //   "raw_times":   the same real backward, then one MPI_Allreduce of the same bytes (the reference);
+  //   "fresh_times": prepare_grads() and a backward of a trivial loss (gradients just written, hot in cache), reduce();
+  //   "copy_times":  gradients as fresh tensors of their own (no prepare_grads()), which reduce() copies in first.
+  std::vector<double> t_red, t_raw, t_fresh, t_copy;
+  auto timed = [&](const std::function<void()>& f) {
+    comm->barrier();
+    const double t0 = now();
+    f();
+    return now() - t0;
+  };
+  for (int64_t r = 0; r < reps + 1; ++r) {
+    red.prepare_grads();
+    real_loss().backward();
+    const double a = timed([&] { red.reduce(); });
+    red.prepare_grads();
+    real_loss().backward();
+    const double b = timed([&] {
+      MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    });
     red.prepare_grads();
     {
       auto loss = torch::zeros({});
       for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * fresh[i]).sum();
       loss.backward();
     }
-    comm->barrier();
-    double t0 = now();
-    red.reduce();
-    double t1 = now();
-    comm->barrier();
-    double t2 = now();
-    MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double t3 = now();
+    const double c = timed([&] { red.reduce(); });
     for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad() = fresh[i].clone();
-    comm->barrier();
-    double t4 = now();
-    red.reduce();
-    double t5 = now();
-    if (r > 0) t_red.push_back(t1 - t0), t_raw.push_back(t3 - t2), t_copy.push_back(t5 - t4);
+    const double d = timed([&] { red.reduce(); });
+    if (r > 0) t_red.push_back(a), t_raw.push_back(b), t_fresh.push_back(c), t_copy.push_back(d);
   }
-  return json{{"which", which}, {"numel", n}, {"bytes", n * 4}, {"buckets", red.buckets().size()},
-              {"times", t_red}, {"raw_times", t_raw}, {"copy_times", t_copy}, {"world", comm->size()},
-              {"rank", comm->rank()}};
+  return json{{"which", which}, {"numel", n}, {"bytes", n * 4}, {"buckets", red.buckets().size()}, {"batch", B},
+              {"times", t_red}, {"raw_times", t_raw}, {"fresh_times", t_fresh}, {"copy_times", t_copy},
+              {"world", comm->size()}, {"rank", comm->rank()}};
 }
 
 json cmd_matmul() {

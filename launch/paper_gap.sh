@@ -3,8 +3,9 @@
 # budgets, DAEI's protocol as written}, one size for all four (configs/paper-gap/*.yaml).
 #   launch/paper_gap.sh [glove|contextual|all]      (default all; NP ranks, default 2; DAEI the binary)
 # The paper-protocol run of an embedder shares the threat-model run's saved work that its switches do not touch
-# (corpus, caches, tokenizer, stage 1, stage 2, stage 3, the control, the clean reference, the dae-corrected chain's
-# hypotheses): copied, never recomputed, so both protocols start from the same models. The contextual embedder is
+# (corpus, caches, tokenizer, stage 1, stage 2, the control, the clean reference, the dae-corrected chain's
+# hypotheses): copied, never recomputed, so both protocols start from the same models. Stage 3 is not shared: the
+# paper's protocol keeps its checkpoint of best held-out BLEU (stage3.select_by), the threat model's the last one. The contextual embedder is
 # trained first by launch/contextual_embedder.sh (runs/contextual-embedder/embedder/final/st). Then
 # `python3 launch/paper_gap_summary.py` writes results/paper_gap.{md,json}.
 set -euo pipefail
@@ -27,7 +28,7 @@ share() {
   return 0
 }
 texts_only=(corpus tokenizer)
-same_models=(corpus tokenizer cache/train cache/val cache/test stage1 stage2 stage3 stage2-continued clean-inverter
+same_models=(corpus tokenizer cache/train cache/val cache/test stage1 stage2 stage2-continued clean-inverter
              cache/hyp-train-dae cache/hyp-val-dae)
 if [[ $which == all || $which == glove ]]; then
   # The quickstart's caches are this study's GloVe caches (same corpus, embedder, σ and seed) when they exist.
