@@ -71,7 +71,7 @@ def pilot(runs, sigmas, out):
                   f"{ni.get('token_f1', float('nan')):.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | "
                   f"{r.get('noise_cost_token_f1', float('nan')):+.3f} |")
     md += ["", f"Rule (fixed before the pilot ran): the smallest σ whose cost is at least {PILOT_RULE:.2f} F1. "
-           + (f"Chosen: **σ = {chosen:g}**." if chosen is not None else "No σ of the grid meets it.")]
+           + (f"Chosen: **σ = {chosen:g}**." if chosen is not None else "No σ run (%s) meets it." % ", ".join(sigmas))]
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     json.dump({"rule_min_cost_token_f1": PILOT_RULE, "chosen_sigma": chosen, "points": rows},
               open(out + ".json", "w"), indent=1)
