@@ -27,6 +27,16 @@ ROWS = ["clean-to-clean", "noisy-inverter", "dae-only", "joint-no-corrector", "n
 COMMITTED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "paper_gap")
 
 
+def stage3_best(runs, emb):
+    """The paper run's stage-3 selection record (best.json: step, held-out BLEU), or None where it kept the last."""
+    import glob
+    for path in sorted(glob.glob(os.path.join(runs, f"gap-{emb}-paper", "stage3", "**", "best.json"), recursive=True)) + \
+            [os.path.join(COMMITTED, f"{emb}-paper", "stage3_best.json")]:
+        if os.path.exists(path):
+            return json.load(open(path))
+    return None
+
+
 def load(runs, emb, proto):
     for path in (os.path.join(runs, f"gap-{emb}-{proto}", "eval", "results.json"),
                  os.path.join(COMMITTED, f"{emb}-{proto}", "results.json")):
@@ -188,7 +198,14 @@ def main():
         def d(x, y, m):
             return x[m] - y[m]
 
+        best = stage3_best(a.runs, emb) if P else None
+        if best is not None:
+            out["conditions"][f"{emb}-paper"]["stage3_selected"] = best
         for m in ("token_f1", "bleu"):
+            if best is not None and "joint-no-corrector" in P and "joint-no-corrector" in T:
+                iso.append((emb, m, "stage 3 kept at its best held-out BLEU (step %d) instead of its last step "
+                                    "(joint-no-corrector: paper − threat)" % best["step"],
+                            d(P["joint-no-corrector"], T["joint-no-corrector"], m)))
             if "daei-clean-hyp" in T and "daei" in T:
                 iso.append((emb, m, "clean hypotheses at evaluation alone (threat run: daei-clean-hyp − daei)",
                             d(T["daei-clean-hyp"], T["daei"], m)))
