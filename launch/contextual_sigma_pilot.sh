@@ -16,6 +16,10 @@ C=configs/paper-gap/contextual-sigma-pilot.yaml
   { echo "contextual_sigma_pilot.sh: no contextual embedder; run launch/contextual_embedder.sh first" >&2; exit 2; }
 sigmas=("$@")
 ((${#sigmas[@]})) || sigmas=(0.08 0.12 0.16 0.24)
+for s in "${sigmas[@]}"; do
+  [[ $s =~ ^[0-9]*\.?[0-9]+$ && ! $s =~ ^0*\.?0*$ ]] ||
+    { echo "contextual_sigma_pilot.sh: σ must be a positive number, got '$s'" >&2; exit 2; }
+done
 first=""
 done_sigmas=()
 for s in "${sigmas[@]}"; do
@@ -26,7 +30,7 @@ for s in "${sigmas[@]}"; do
   if [[ -n $first ]]; then  # the σ-independent work of the first σ: texts, tokenizer, clean inverter
     mkdir -p "$r/cache"
     for e in corpus tokenizer clean-inverter; do
-      [[ -e runs/$first/$e && ! -e $r/$e ]] && { mkdir -p "$(dirname "$r/$e")"; cp -a "runs/$first/$e" "$r/$e"; }
+      if [[ -e runs/$first/$e && ! -e $r/$e ]]; then mkdir -p "$(dirname "$r/$e")"; cp -a "runs/$first/$e" "$r/$e"; fi
     done
   fi
   [[ -f $r/corpus/stats.json ]] || "$DAEI" corpus build --config "$C" "${set_args[@]}"

@@ -16,6 +16,7 @@ difference of two rows eval measured). Nothing is computed that eval did not wri
 of means. The prose of the attribution is written by hand under the tables (results/paper_gap.md, "Attribution").
 """
 import argparse
+import glob
 import json
 import os
 
@@ -27,22 +28,23 @@ ROWS = ["clean-to-clean", "noisy-inverter", "dae-only", "joint-no-corrector", "n
 COMMITTED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "paper_gap")
 
 
-def stage3_best(runs, emb):
-    """The paper run's stage-3 selection record (best.json: step, held-out BLEU), or None where it kept the last."""
-    import glob
-    for path in sorted(glob.glob(os.path.join(runs, f"gap-{emb}-paper", "stage3", "**", "best.json"), recursive=True)) + \
-            [os.path.join(COMMITTED, f"{emb}-paper", "stage3_best.json")]:
+def first_json(paths):
+    """The first of these JSON files that exists, read; None if none does."""
+    for path in paths:
         if os.path.exists(path):
             return json.load(open(path))
     return None
+
+
+def stage3_best(runs, emb):
+    """The paper run's stage-3 selection record (best.json: step, held-out BLEU), or None where it kept the last."""
+    found = glob.glob(os.path.join(runs, f"gap-{emb}-paper", "stage3", "**", "best.json"), recursive=True)
+    return first_json(sorted(found) + [os.path.join(COMMITTED, f"{emb}-paper", "stage3_best.json")])
 
 
 def load(runs, emb, proto):
-    for path in (os.path.join(runs, f"gap-{emb}-{proto}", "eval", "results.json"),
-                 os.path.join(COMMITTED, f"{emb}-{proto}", "results.json")):
-        if os.path.exists(path):
-            return json.load(open(path))
-    return None
+    return first_json([os.path.join(runs, f"gap-{emb}-{proto}", "eval", "results.json"),
+                       os.path.join(COMMITTED, f"{emb}-{proto}", "results.json")])
 
 
 PILOT_RULE = 0.15  # launch/contextual_sigma_pilot.sh: the issue's 0.10 plus 0.05 for what the corrector gives back
@@ -111,6 +113,13 @@ def main():
     ap.add_argument("--pilot", nargs="+", metavar="SIGMA", help="the σ pilot's table instead of the study's")
     a = ap.parse_args()
     if a.pilot:
+        for x in a.pilot:
+            try:
+                ok = float(x) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                ap.error(f"--pilot takes positive noise levels, got '{x}'")
         return pilot(a.runs, a.pilot, os.path.join(a.out, "contextual_sigma_pilot"))
     walls = {}
     wall_log = os.path.join(a.runs, "paper_gap_walls.log")
