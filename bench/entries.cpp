@@ -536,16 +536,18 @@ json cmd_allreduce() {
     f();
     return now() - t0;
   };
+  // As the Trainer does: each rank's loss scaled by 1/world before backward, so reduce() sums (prescaled).
+  const double scale = red.loss_scale();
   for (int64_t r = 0; r < reps + 1; ++r) {
-    red.prepare_grads();
-    real_loss().backward();
+    red.prepare_grads(/*prescaled=*/true);
+    (real_loss() * scale).backward();
     const double a = timed([&] { red.reduce(); });
-    red.prepare_grads();
-    real_loss().backward();
+    red.prepare_grads(/*prescaled=*/true);
+    (real_loss() * scale).backward();
     const double b = timed([&] {
       MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     });
-    red.prepare_grads();
+    red.prepare_grads(/*prescaled=*/true);
     {
       auto loss = torch::zeros({});
       for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * fresh[i]).sum();

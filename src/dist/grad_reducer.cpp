@@ -61,9 +61,12 @@ void GradReducer::ensure_bucket(size_t bi, const at::Device& device) {
     flat = torch::empty({n}, torch::TensorOptions().dtype(buckets_[bi].dtype).device(device));
 }
 
-void GradReducer::prepare_grads() {
+double GradReducer::loss_scale() const { return 1.0 / comm_.size(); }
+
+void GradReducer::prepare_grads(bool prescaled) {
   for (auto& p : params_) p.mutable_grad() = at::Tensor();
   grads_in_buckets_ = false;
+  prescaled_ = prescaled;
   if (comm_.size() == 1 || params_.empty()) return;
   if (!arrived_) {
     arrived_ = std::make_shared<std::vector<char>>(params_.size(), 0);
@@ -102,7 +105,8 @@ void GradReducer::reduce() {
 // After prepare_grads() the gradients already lie in the buckets. Each bucket that holds a trainable parameter is sent
 // once, with a trailer of presence flags (1 where this rank's backward reached the parameter): their average is
 // > 0 where any rank had a gradient. So no copy and no separate presence all-reduce; the price is that a bucket of
-// trainable parameters that no rank touched this step is still sent (as zeros).
+// trainable parameters that no rank touched this step is still sent (as zeros). Prescaled losses are summed (the sum
+// is the mean); otherwise averaged, one more pass over the bucket.
 void GradReducer::reduce_prepared() {
   torch::NoGradGuard no_grad;
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
@@ -124,7 +128,7 @@ void GradReducer::reduce_prepared() {
       auto view = flat.narrow(0, b.offsets[k], p.numel());
       if (p.grad().data_ptr() != view.data_ptr() || !p.grad().is_contiguous()) view.copy_(p.grad().reshape({-1}));
     }
-    comm_.allreduce(flat, ReduceOp::Avg);
+    comm_.allreduce(flat, prescaled_ ? ReduceOp::Sum : ReduceOp::Avg);
     const auto any = trailer.to(torch::kCPU, torch::kFloat32);
     const auto a = any.accessor<float, 1>();
     for (size_t k = 0; k < b.params.size(); ++k) {

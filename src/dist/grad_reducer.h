@@ -42,8 +42,12 @@ class GradReducer {
   // Starts a step's backward pass. At one rank it drops every .grad. At N ranks each trainable parameter's .grad
   // becomes a zeroed alias of its place in the bucket, so backward accumulates straight into the buckets and reduce()
   // sends them without copying; hooks record which parameters received a gradient, so "no gradient" still differs
-  // from zeros after reduce().
-  void prepare_grads();
+  // from zeros after reduce(). `prescaled`: the caller multiplies each rank's loss by loss_scale() = 1/world before
+  // backward, so the all-reduce's sum is already the mean and reduce() makes no pass of its own over the buckets
+  // (the averaging division costs as much as a copy). Exact for a power-of-two world (a scaling by 2^-k commutes with
+  // rounding); otherwise equal to the divided mean to a few ulp.
+  void prepare_grads(bool prescaled = false);
+  double loss_scale() const;
   // Averages the parameters' .grad across ranks. Afterwards each .grad is a view into its bucket (no copy back): valid
   // until the next prepare_grads() or reduce(), which is what a training step needs.
   void reduce();
@@ -63,6 +67,7 @@ class GradReducer {
   // hooks, which may outlive the reducer.
   std::shared_ptr<std::vector<char>> arrived_;
   bool grads_in_buckets_ = false;
+  bool prescaled_ = false;  // prepare_grads(true): the buckets are summed, not averaged
 };
 
 }  // namespace daei

@@ -185,7 +185,9 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   const size_t S = grad_sets_.size();
   // "No gradient" stays distinguishable from zeros. One gradient set at N ranks: backward writes into the reducer's
   // buckets (no copy before the all-reduce); several sets are moved out after each backward, so they start empty.
-  if (S == 1) reducer_->prepare_grads();
+  // With one set the loss is scaled by 1/world before backward, so the all-reduce's sum is the mean (no pass of
+  // its own over the gradients).
+  if (S == 1) reducer_->prepare_grads(/*prescaled=*/true);
   else for (auto& p : params_) p.mutable_grad() = at::Tensor();
   const size_t P = params_.size();
   GradSets sets(S > 1 ? S : 0, std::vector<at::Tensor>(P));
@@ -223,6 +225,7 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
       summed[i] = kind;
       if (kind) counts[i] += losses[i].count;
       auto v = kind ? losses[i].value : losses[i].value / static_cast<double>(opt_.grad_accum);
+      if (S == 1 && comm_.size() > 1) v = v * reducer_->loss_scale();
       t0 = clock::now();
       if (v.requires_grad()) v.backward({}, /*retain_graph=*/i + 1 < S);
       phase_s_["backward " + grad_sets_[i]] += seconds_since(t0);

@@ -227,6 +227,7 @@ class CountingCommunicator final : public Communicator {
   using Communicator::broadcast;
   void allreduce(at::Tensor& t, ReduceOp op) override {
     ++allreduces;
+    ops.push_back(op);
     c_.allreduce(t, op);
   }
   void broadcast(at::Tensor& t, int root) override { c_.broadcast(t, root); }
@@ -234,6 +235,7 @@ class CountingCommunicator final : public Communicator {
   void barrier() override { c_.barrier(); }
   void abort(int code) override { c_.abort(code); }
   int allreduces = 0;
+  std::vector<ReduceOp> ops;
 
  private:
   Communicator& c_;
@@ -274,4 +276,37 @@ TEST(Mpi, GradReducerPreparedPathSendsEachTrainableBucketOnce) {
   EXPECT_EQ(counting.allreduces, one_rank ? 0 : 2) << "presence, then a's bucket";
   EXPECT_NEAR(set[0][0].item<double>(), 1.0, 1e-6);
   EXPECT_FALSE(set[1].defined());
+}
+
+// The Trainer's prescaled path: each rank's loss times loss_scale() = 1/world before backward, and reduce() sums the
+// buckets (no averaging pass). The result is the mean; at a power-of-two world bit for bit the averaged path's.
+TEST(Mpi, GradReducerPrescaledSumIsTheMean) {
+  auto& c = *comm();
+  CountingCommunicator counting(c);
+  auto a = torch::zeros({5}, torch::requires_grad());
+  auto b = torch::zeros({5}, torch::requires_grad());
+  GradReducer red(counting, {a});
+  GradReducer avg(c, {b});
+  auto x = torch::randn({5}, torch::TensorOptions().dtype(torch::kFloat32)) * (c.rank() + 1);  // differs by rank
+  red.prepare_grads(/*prescaled=*/true);
+  ((a * x).sum() * 3.7 * red.loss_scale()).backward();
+  counting.ops.clear();
+  red.reduce();
+  avg.prepare_grads();
+  ((b * x).sum() * 3.7).backward();
+  avg.reduce();
+  const int W = c.size();
+  if (W > 1) {
+    ASSERT_EQ(counting.ops.size(), 1u);
+    EXPECT_EQ(counting.ops[0], ReduceOp::Sum) << "a prescaled bucket is summed, not averaged";
+  }
+  const double d = (a.grad() - b.grad()).abs().max().item<double>();
+  if ((W & (W - 1)) == 0)
+    EXPECT_TRUE(torch::equal(a.grad(), b.grad())) << "world " << W << ": max |Δ| = " << d;
+  else
+    EXPECT_LE(d, 1e-5 * b.grad().abs().max().item<double>()) << "world " << W;
+  // The mean itself: every rank's 3.7·x averaged.
+  auto all = x.clone();
+  c.allreduce(all, ReduceOp::Sum);
+  EXPECT_TRUE(torch::allclose(a.grad(), all * 3.7 / W, 1e-5, 1e-6));
 }
