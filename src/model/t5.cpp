@@ -94,8 +94,26 @@ torch::Tensor t5_relative_position_bucket(const torch::Tensor& relative_position
   return buckets + torch::where(is_small, rel, large);
 }
 
+void append_cached_positions(torch::Tensor& view, torch::Tensor& buf, const torch::Tensor& x) {
+  const int64_t T = view.defined() ? view.size(1) : 0, t = x.size(1);
+  if (!buf.defined() || buf.size(0) != x.size(0) || buf.size(1) < T + t || buf.size(2) != x.size(2)) {
+    auto grown = torch::empty({x.size(0), std::max<int64_t>(2 * (T + t), 16), x.size(2)}, x.options());
+    if (T > 0) grown.narrow(1, 0, T).copy_(view);
+    buf = grown;
+  }
+  buf.narrow(1, T, t).copy_(x);
+  view = buf.narrow(1, 0, T + t);
+}
+
 void T5Cache::reorder(const torch::Tensor& index) {
-  for (auto* v : {&self_k, &self_v, &cross_k, &cross_v})
+  for (size_t i = 0; i < self_k.size(); ++i)  // the buffers, so that the next step still appends in place
+    for (auto [view, buf] : {std::pair{&self_k[i], &self_k_buf[i]}, std::pair{&self_v[i], &self_v_buf[i]}}) {
+      if (!view->defined()) continue;
+      const int64_t T = view->size(1);
+      *buf = buf->defined() ? buf->index_select(0, index) : view->index_select(0, index);
+      *view = buf->narrow(1, 0, T);
+    }
+  for (auto* v : {&cross_k, &cross_v})
     for (auto& t : *v)
       if (t.defined()) t = t.index_select(0, index);
 }
@@ -148,7 +166,8 @@ torch::Tensor T5AttentionImpl::compute_bias(int64_t q_len, int64_t k_len) {
 }
 
 torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& kv, const torch::Tensor& bias,
-                                       torch::Tensor* cache_k, torch::Tensor* cache_v, bool static_kv) {
+                                       torch::Tensor* cache_k, torch::Tensor* cache_v, bool static_kv,
+                                       torch::Tensor* buf_k, torch::Tensor* buf_v) {
   const int64_t B = x.size(0), Tq = x.size(1);
   auto shape = [&](const torch::Tensor& t) { return t.view({B, -1, n_heads, d_kv}).transpose(1, 2); };
   auto qx = q->forward(x);
@@ -159,33 +178,36 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
       return o->forward(attention_core(qx, kx, vx, bias, n_heads, dropout, is_training()));
     return attend(shape(qx), shape(kx), shape(vx), bias, B, Tq);
   }
-  auto qs = shape(qx);
-  torch::Tensor ks, vs;
+  // Keys/values in the projections' layout (B, Tk, H·d_kv).
+  torch::Tensor kx, vx;
   if (kv.defined()) {  // cross-attention: keys/values from the encoder, computed once when cached
     if (cache_k && static_kv && cache_k->defined()) {
-      ks = *cache_k;
-      vs = *cache_v;
+      kx = *cache_k;
+      vx = *cache_v;
     } else {
-      ks = shape(k->forward(kv));
-      vs = shape(v->forward(kv));
+      kx = k->forward(kv);
+      vx = v->forward(kv);
       if (cache_k) {
-        *cache_k = ks;
-        *cache_v = vs;
+        *cache_k = kx;
+        *cache_v = vx;
       }
     }
   } else {
-    ks = shape(k->forward(x));
-    vs = shape(v->forward(x));
+    kx = k->forward(x);
+    vx = v->forward(x);
     if (cache_k) {
-      if (cache_k->defined()) {
-        ks = torch::cat({*cache_k, ks}, 2);
-        vs = torch::cat({*cache_v, vs}, 2);
-      }
-      *cache_k = ks;
-      *cache_v = vs;
+      DAEI_ASSERT(buf_k && buf_v, "t5: a self-attention cache needs its buffers");
+      append_cached_positions(*cache_k, *buf_k, kx);
+      append_cached_positions(*cache_v, *buf_v, vx);
+      kx = *cache_k;
+      vx = *cache_v;
     }
   }
-  return attend(qs, ks, vs, bias, B, Tq);
+  // Decoding (a cache, no gradient, no dropout): the per-head loops, no transposes or BLAS call a head.
+  if (cache_k && !torch::GradMode::is_enabled() && t5_speed().fused_attention &&
+      attention_decode_supported(qx, kx, vx, bias, n_heads))
+    return o->forward(attention_decode(qx, kx, vx, bias, n_heads));
+  return attend(shape(qx), shape(kx), shape(vx), bias, B, Tq);
 }
 
 torch::Tensor T5AttentionImpl::attend(const torch::Tensor& qs, const torch::Tensor& ks, const torch::Tensor& vs,
@@ -291,13 +313,16 @@ torch::Tensor T5StackImpl::forward(const torch::Tensor& inputs_embeds, const tor
     cache->self_v.assign(n, {});
     cache->cross_k.assign(n, {});
     cache->cross_v.assign(n, {});
+    cache->self_k_buf.assign(n, {});
+    cache->self_v_buf.assign(n, {});
   }
   for (size_t i = 0; i < block->size(); ++i) {
     auto& layers = block->ptr<T5BlockImpl>(i)->layer;
     auto sa = layers->ptr<T5SubLayerImpl>(0);
     h = t5_dropout_add(h,
                        sa->attn->forward(sa->layer_norm->forward(h), {}, self_bias, cache ? &cache->self_k[i] : nullptr,
-                                         cache ? &cache->self_v[i] : nullptr),
+                                         cache ? &cache->self_v[i] : nullptr, false,
+                                         cache ? &cache->self_k_buf[i] : nullptr, cache ? &cache->self_v_buf[i] : nullptr),
                        p, is_training());
     size_t next = 1;
     if (is_decoder) {

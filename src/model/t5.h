@@ -73,13 +73,19 @@ torch::Tensor t5_relative_position_bucket(const torch::Tensor& relative_position
                                           int64_t num_buckets, int64_t max_distance);
 
 // Key/value cache for incremental decoding: per decoder layer, self-attention keys/values that grow by
-// one position a step, cross-attention keys/values computed once from the encoder output.
+// one position a step, cross-attention keys/values computed once from the encoder output. All in the projections'
+// layout (B, T, H·d_kv). The self-attention ones are views of the first T positions of buffers with room to grow
+// (doubling), so a step writes its position in place instead of concatenating the whole cache.
 struct T5Cache {
-  std::vector<torch::Tensor> self_k, self_v, cross_k, cross_v;  // (B, H, T, d_kv)
-  int64_t length() const { return self_k.empty() || !self_k[0].defined() ? 0 : self_k[0].size(2); }
+  std::vector<torch::Tensor> self_k, self_v, cross_k, cross_v;  // (B, T, H·d_kv)
+  std::vector<torch::Tensor> self_k_buf, self_v_buf;            // (B, capacity, H·d_kv), self_k = its first T
+  int64_t length() const { return self_k.empty() || !self_k[0].defined() ? 0 : self_k[0].size(1); }
   // Reorders the batch dimension (beam search).
   void reorder(const torch::Tensor& index);
 };
+
+// Appends x (B, t, d) to the cached positions `view` (B, T, d), a view of `buf`; grows buf when it is full.
+void append_cached_positions(torch::Tensor& view, torch::Tensor& buf, const torch::Tensor& x);
 
 class T5LayerNormImpl : public torch::nn::Module {
  public:
@@ -97,8 +103,11 @@ class T5AttentionImpl : public torch::nn::Module {
   torch::Tensor compute_bias(int64_t q_len, int64_t k_len);
   // x: (B, Tq, d). kv: (B, Tk, d) for cross-attention, undefined for self-attention.
   // bias: position bias + additive mask, broadcastable to (B, H, Tq, Tk). cache_k/v: optional in/out.
+  // With a cache, cache_k/v hold the keys/values in the (B, T, H·d_kv) layout; self-attention appends to them
+  // through buf_k/v (T5Cache's buffers), cross-attention (static_kv) computes them once.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& kv, const torch::Tensor& bias,
-                        torch::Tensor* cache_k = nullptr, torch::Tensor* cache_v = nullptr, bool static_kv = false);
+                        torch::Tensor* cache_k = nullptr, torch::Tensor* cache_v = nullptr, bool static_kv = false,
+                        torch::Tensor* buf_k = nullptr, torch::Tensor* buf_v = nullptr);
   // (B, H, T, d_kv) queries/keys/values → softmax(q kᵀ + bias), dropout, · v, output projection.
   torch::Tensor attend(const torch::Tensor& qs, const torch::Tensor& ks, const torch::Tensor& vs,
                        const torch::Tensor& bias, int64_t B, int64_t Tq);

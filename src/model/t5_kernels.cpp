@@ -9,11 +9,13 @@
 #include <torch/torch.h>
 
 #include <dlfcn.h>
+#include <immintrin.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -484,6 +486,102 @@ torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, con
   DAEI_CHECK(p >= 0.0 && p < 1.0, "attention_core: dropout p must be in [0, 1), got {}", p);
   // An undefined tensor cannot be an autograd input in libtorch 1.13: no bias travels as an empty tensor.
   return AttentionCoreFn::apply(q, k, v, bias.defined() ? bias : torch::empty({0}, q.options()), heads, p, train);
+}
+
+// ------------------------------------------------------------------------------------------------ decoding attention
+
+namespace {
+float dot_generic(const float* x, const float* y, int64_t n) {
+  float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) a0 += x[i] * y[i], a1 += x[i + 1] * y[i + 1], a2 += x[i + 2] * y[i + 2], a3 += x[i + 3] * y[i + 3];
+  for (; i < n; ++i) a0 += x[i] * y[i];
+  return (a0 + a1) + (a2 + a3);
+}
+void axpy_generic(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* x, const float* y, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  float r = _mm_cvtss_f32(s);
+  for (; i < n; ++i) r += x[i] * y[i];
+  return r;
+}
+__attribute__((target("avx2,fma"))) void axpy_avx2(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+bool cpu_has_avx2_fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+}  // namespace
+
+bool attention_decode_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& bias, int64_t heads) {
+  if (!q.device().is_cpu() || q.scalar_type() != torch::kFloat || k.scalar_type() != torch::kFloat ||
+      v.scalar_type() != torch::kFloat || q.dim() != 3 || k.dim() != 3 || v.sizes() != k.sizes() ||
+      q.size(0) != k.size(0) || q.size(2) != k.size(2) || heads <= 0 || q.size(2) % heads != 0 || k.size(1) == 0 ||
+      k.stride(2) != 1 || v.stride(2) != 1)
+    return false;
+  if (bias.defined()) {
+    if (bias.scalar_type() != torch::kFloat || bias.dim() > 4) return false;
+    const std::vector<int64_t> full{q.size(0), heads, q.size(1), k.size(1)};
+    const int64_t off = 4 - bias.dim();
+    for (int64_t i = 0; i < bias.dim(); ++i)
+      if (bias.size(i) != 1 && bias.size(i) != full[static_cast<size_t>(off + i)]) return false;
+  }
+  return true;
+}
+
+torch::Tensor attention_decode(const torch::Tensor& q_in, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& bias, int64_t heads) {
+  DAEI_CHECK(attention_decode_supported(q_in, k, v, bias, heads), "attention_decode: unsupported shapes or dtypes");
+  auto q = q_in.contiguous();
+  const int64_t B = q.size(0), Tq = q.size(1), D = q.size(2), Tk = k.size(1), H = heads, dk = D / H;
+  auto out = torch::zeros({B, Tq, D}, q.options());
+  torch::Tensor b4;
+  int64_t sb[4] = {0, 0, 0, 0};
+  if (bias.defined()) {
+    b4 = bias.expand({B, H, Tq, Tk});  // stride 0 where broadcast
+    for (int i = 0; i < 4; ++i) sb[i] = b4.stride(i);
+  }
+  const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+  const float* bp = b4.defined() ? b4.data_ptr<float>() : nullptr;
+  float* op = out.data_ptr<float>();
+  const int64_t ks0 = k.stride(0), ks1 = k.stride(1), vs0 = v.stride(0), vs1 = v.stride(1);
+  const bool avx2 = cpu_has_avx2_fma();
+  auto dot = avx2 ? dot_avx2 : dot_generic;
+  auto axpy = avx2 ? axpy_avx2 : axpy_generic;
+  at::parallel_for(0, B * H, 8, [&](int64_t s, int64_t e) {
+    std::vector<float> w(static_cast<size_t>(Tk));
+    for (int64_t i = s; i < e; ++i) {
+      const int64_t b = i / H, h = i % H;
+      for (int64_t t = 0; t < Tq; ++t) {
+        const float* qr = qp + (b * Tq + t) * D + h * dk;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < Tk; ++j) {
+          float sc = dot(qr, kp + b * ks0 + j * ks1 + h * dk, dk);  // no 1/sqrt(d_kv) in T5
+          if (bp) sc += bp[b * sb[0] + h * sb[1] + t * sb[2] + j * sb[3]];
+          w[j] = sc;
+          mx = std::max(mx, sc);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < Tk; ++j) sum += (w[j] = std::exp(w[j] - mx));
+        const float inv = 1.0f / sum;
+        float* orow = op + (b * Tq + t) * D + h * dk;
+        for (int64_t j = 0; j < Tk; ++j) axpy(w[j] * inv, vp + b * vs0 + j * vs1 + h * dk, orow, dk);
+      }
+    }
+  });
+  return out;
 }
 
 bool rms_norm_supported(const torch::Tensor& x, const torch::Tensor& w) {

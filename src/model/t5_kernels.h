@@ -41,6 +41,16 @@ bool attention_core_supported(const torch::Tensor& q, const torch::Tensor& k, co
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& bias, int64_t heads, double p, bool train);
 
+// Incremental decoding's attention (no gradient): Tq new queries over Tk keys/values, softmax(q kᵀ + bias) · v, in
+// the projections' layout: q (B, Tq, H·d_kv) contiguous, k and v (B, Tk, H·d_kv) with unit stride in the last
+// dimension (views of T5Cache's growing buffers), bias broadcastable to (B, H, Tq, Tk). Loops per (batch, head,
+// query) with AVX2 dot products where the CPU has them: at decoding's sizes (one query, T ≤ 64 keys) a BLAS call per
+// head costs more than its arithmetic. float32 on CPU only; no dropout (eval).
+bool attention_decode_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& bias, int64_t heads);
+torch::Tensor attention_decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& bias, int64_t heads);
+
 // T5LayerNorm (RMS norm, no mean subtraction, no bias): w * x / sqrt(mean(x^2) + eps) over the last dimension, as one
 // autograd node (forward saves 1/rms per row; backward is one pass). float32 or float64 x and w of one dtype only.
 bool rms_norm_supported(const torch::Tensor& x, const torch::Tensor& w);
