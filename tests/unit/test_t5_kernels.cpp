@@ -264,3 +264,33 @@ TEST(T5Kernels, InverterTrainModeAtDropoutZeroEqualsReference) {
 }
 
 }  // namespace
+
+// Decoding's attention: Tq queries over a cached prefix that is a view of a larger buffer (the cache's layout),
+// with each broadcast shape of bias the decoder passes, against softmax(q kᵀ + bias) · v as plain ops.
+TEST(T5Kernels, AttentionDecodeMatchesOpChainOnCacheViews) {
+  torch::manual_seed(7);
+  const int64_t B = 3, H = 4, dk = 12, D = H * dk, cap = 20;  // dk 12: an AVX2 block of 8 and a tail of 4
+  for (int64_t Tq : {1, 2})
+    for (int64_t Tk : {1, 5, 17}) {
+      auto q = torch::randn({B, Tq, D});
+      auto kbuf = torch::randn({B, cap, D}), vbuf = torch::randn({B, cap, D});
+      auto k = kbuf.narrow(1, 0, Tk), v = vbuf.narrow(1, 0, Tk);  // not contiguous: rows of a bigger buffer
+      ASSERT_FALSE(k.is_contiguous() && Tk < cap && B > 1);
+      for (const auto& bias : {torch::Tensor(), torch::randn({1, H, Tq, Tk}), torch::randn({B, 1, 1, Tk}) * 3}) {
+          torch::NoGradGuard ng;
+          auto split = [&](const torch::Tensor& t) { return t.reshape({B, -1, H, dk}).transpose(1, 2); };
+          auto s = torch::matmul(split(q), split(k).transpose(2, 3));
+          if (bias.defined()) s = s + bias;
+          auto want = torch::matmul(torch::softmax(s, -1), split(v)).transpose(1, 2).reshape({B, Tq, D});
+          ASSERT_TRUE(daei::attention_decode_supported(q, k, v, bias, H));
+          auto got = daei::attention_decode(q, k, v, bias, H);
+          const double err = (got - want).abs().max().item<double>();
+          EXPECT_LE(err, 1e-5) << "Tq " << Tq << " Tk " << Tk;
+        }
+    }
+  EXPECT_FALSE(daei::attention_decode_supported(torch::randn({2, 1, 10}), torch::randn({2, 3, 10}), torch::randn({2, 3, 10}),
+                                          {}, 3))
+      << "d not divisible by heads";
+  EXPECT_FALSE(daei::attention_decode_supported(torch::randn({2, 1, 8}).to(torch::kDouble), torch::randn({2, 3, 8}),
+                                          torch::randn({2, 3, 8}), {}, 2));
+}
