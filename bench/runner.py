@@ -503,15 +503,29 @@ def latest_by_name(entries):
 
 
 def machine():
-    model = cores = ""
+    """The CPU as a reader needs it to compare runs: its name, and family/model with the widest vector unit
+    ("AMD EPYC" alone names both Zen 1 and Zen 5, whose BLAS kernels differ)."""
+    model = cores = family = number = ""
+    flags = []
     try:
         for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if l.startswith("Model name:"):
-                model = l.split(":", 1)[1].strip()
-            if l.startswith("CPU(s):"):
-                cores = l.split(":", 1)[1].strip()
+            key, _, val = l.partition(":")
+            val = val.strip()
+            if key == "Model name":
+                model = val
+            elif key == "CPU(s)":
+                cores = val
+            elif key == "CPU family":
+                family = val
+            elif key == "Model":
+                number = val
+            elif key == "Flags":
+                flags = val.split()
     except OSError:
         pass
+    vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    if family:
+        model = "%s (family %s model %s, %s)" % (model, family, number, vec)
     mem = [l for l in open("/proc/meminfo") if l.startswith("MemTotal")][0].split()[1]
     blas = os.path.realpath("/etc/alternatives/libblas.so.3-x86_64-linux-gnu")
     return "%s, %s CPUs, %.1f GiB RAM, %s, BLAS %s" % (model, cores, int(mem) / 2 ** 20, platform.platform(), blas)

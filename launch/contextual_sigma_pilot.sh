@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The σ of the paper-gap study's contextual condition (issue 36): for each σ of the grid, the clean inverter (trained
 # once: it never sees noise) and the noisy inverter at the study's budgets, scored on the val split.
-#   launch/contextual_sigma_pilot.sh [SIGMA ...]      (ascending; default 0.08 0.12 0.16 0.24; NP ranks, default 2)
+#   launch/contextual_sigma_pilot.sh [SIGMA ...]      (ascending; default 0.08 0.12 0.16 0.24 0.32; NP ranks, default 2)
 # Writes results/paper_gap/contextual_sigma_pilot.{json,md} (launch/paper_gap_summary.py --pilot). The rule, fixed
 # before the pilot ran: the study's σ is the smallest σ of the grid at which the noisy inverter's token F1 is at least
 # 0.15 below the clean inverter's (0.10, the issue's floor, plus 0.05 for the corrector, which narrows the gap: the
@@ -15,7 +15,7 @@ C=configs/paper-gap/contextual-sigma-pilot.yaml
 [[ -f runs/contextual-embedder/embedder/final/st/modules.json ]] ||
   { echo "contextual_sigma_pilot.sh: no contextual embedder; run launch/contextual_embedder.sh first" >&2; exit 2; }
 sigmas=("$@")
-((${#sigmas[@]})) || sigmas=(0.08 0.12 0.16 0.24)
+((${#sigmas[@]})) || sigmas=(0.08 0.12 0.16 0.24 0.32)
 for s in "${sigmas[@]}"; do
   [[ $s =~ ^[0-9]*\.?[0-9]+$ && ! $s =~ ^0*\.?0*$ ]] ||
     { echo "contextual_sigma_pilot.sh: σ must be a positive number, got '$s'" >&2; exit 2; }

@@ -55,10 +55,21 @@ def pilot(runs, sigmas, out):
     rows, md = [], ["# The contextual condition's σ pilot (val split)", "",
                     "`launch/contextual_sigma_pilot.sh %s` (then `python3 launch/paper_gap_summary.py --pilot ...`)"
                     % " ".join(sigmas), ""]
+    # Points of earlier sessions whose runs are not on this machine are kept from the committed table.
+    committed = {p["sigma"]: p for p in (first_json([out + ".json"]) or {}).get("points", [])}
+    given = {float(s) for s in sigmas}
+    kept = [p for sg, p in sorted(committed.items()) if sg not in given]
+    if kept:
+        md.append("Points σ %s are an earlier session's (their runs are not on this machine; rows as committed)."
+                  % ", ".join("%g" % p["sigma"] for p in kept))
+        md.append("")
     for s in sigmas:
         path = os.path.join(runs, f"sigma-pilot-{s}", "eval", "results.json")
         if not os.path.exists(path):
-            md.append(f"- σ {s}: not run")
+            if float(s) in committed:
+                rows.append(committed[float(s)])
+            else:
+                md.append(f"- σ {s}: not run")
             continue
         r = json.load(open(path))
         S = r["splits"]["val"]["systems"]
@@ -72,6 +83,7 @@ def pilot(runs, sigmas, out):
         if "cos_noisy" in d:
             row["cos_noisy_clean"] = d["cos_noisy"]
         rows.append(row)
+    rows = sorted(rows + kept, key=lambda r: r["sigma"])
     chosen = next((r["sigma"] for r in rows if r.get("noise_cost_token_f1", -1) >= PILOT_RULE), None)
     md += ["| σ | n | clean-to-clean F1 | clean-to-noisy F1 | noisy-inverter F1 [95 % CI] | noise costs (clean − noisy inverter) |",
            "|---|---|---|---|---|---|"]
@@ -83,7 +95,8 @@ def pilot(runs, sigmas, out):
                   f"{ni.get('token_f1', float('nan')):.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | "
                   f"{r.get('noise_cost_token_f1', float('nan')):+.3f} |")
     md += ["", f"Rule (fixed before the pilot ran): the smallest σ whose cost is at least {PILOT_RULE:.2f} F1. "
-           + (f"Chosen: **σ = {chosen:g}**." if chosen is not None else "No σ run (%s) meets it." % ", ".join(sigmas))]
+           + (f"Chosen: **σ = {chosen:g}**." if chosen is not None else
+              "No σ run (%s) meets it." % ", ".join("%g" % r["sigma"] for r in rows))]
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     json.dump({"rule_min_cost_token_f1": PILOT_RULE, "chosen_sigma": chosen, "points": rows},
               open(out + ".json", "w"), indent=1)
