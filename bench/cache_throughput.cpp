@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "build_info.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
@@ -28,6 +29,7 @@ using namespace daei;
 namespace fs = std::filesystem;
 
 int main(int argc, char** argv) try {
+  configure_allocator();  // as `daei cache build` runs (main() of the daei program): the shard buffers are reused
   logging::init(0, 1, false, "warn");
   std::string corpus, glove_dir, dtype = "float16", out = "results/cache_throughput.md";
   int64_t rows = 0, shard_rows = 20000, batch = 256, reps = 5;
