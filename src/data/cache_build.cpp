@@ -3,6 +3,7 @@
 #include "data/cache.h"
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <thread>
 #include <tuple>
@@ -95,7 +96,9 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
     at::Tensor clean = opt.clean ? torch::empty({n, dim}, torch::kFloat32) : at::Tensor();
     for (int64_t b = 0; b < n; b += opt.batch_size) {
       int64_t e = std::min(n, b + opt.batch_size);
-      std::vector<std::string> bt(texts.begin() + b, texts.begin() + e), keys;
+      // The batch's texts are moved out and back (the shard keeps them): no copy and no allocation a row.
+      std::vector<std::string> bt(std::make_move_iterator(texts.begin() + b), std::make_move_iterator(texts.begin() + e)),
+          keys;
       for (int64_t i = b; i < e; ++i) keys.push_back(opt.split + "/" + std::to_string(ids[i]));
       if (opt.clean && opt.clean_embedder) {  // the defender's own model beside the release's answers
         at::Tensor c = opt.clean_embedder->embed(bt);
@@ -109,6 +112,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       } else {
         noisy.slice(0, b, e).copy_(emb.embed(bt, keys));
       }
+      std::move(bt.begin(), bt.end(), texts.begin() + b);
       DAEI_CHECK(noisy.size(1) == dim, "embedder returned {}-d vectors, expected {}", noisy.size(1), dim);
       done_rows += e - b;
       if (opt.max_rows_per_s > 0) {
