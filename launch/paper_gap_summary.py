@@ -32,7 +32,10 @@ def first_json(paths):
     """The first of these JSON files that exists, read; None if none does."""
     for path in paths:
         if os.path.exists(path):
-            return json.load(open(path))
+            try:
+                return json.load(open(path))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise SystemExit(f"paper_gap_summary.py: {path} is damaged ({e}); restore it from git or re-run its step")
     return None
 
 
@@ -59,10 +62,6 @@ def pilot(runs, sigmas, out):
     committed = {p["sigma"]: p for p in (first_json([out + ".json"]) or {}).get("points", [])}
     given = {float(s) for s in sigmas}
     kept = [p for sg, p in sorted(committed.items()) if sg not in given]
-    if kept:
-        md.append("Points σ %s are an earlier session's (their runs are not on this machine; rows as committed)."
-                  % ", ".join("%g" % p["sigma"] for p in kept))
-        md.append("")
     for s in sigmas:
         path = os.path.join(runs, f"sigma-pilot-{s}", "eval", "results.json")
         if not os.path.exists(path):
@@ -84,6 +83,10 @@ def pilot(runs, sigmas, out):
             row["cos_noisy_clean"] = d["cos_noisy"]
         rows.append(row)
     rows = sorted(rows + kept, key=lambda r: r["sigma"])
+    reused = [r["sigma"] for r in rows if any(r is c for c in committed.values())]
+    if reused:
+        md += ["Points σ %s are an earlier session's (their runs are not on this machine; rows as committed)."
+               % ", ".join("%g" % x for x in reused), ""]
     chosen = next((r["sigma"] for r in rows if r.get("noise_cost_token_f1", -1) >= PILOT_RULE), None)
     md += ["| σ | n | clean-to-clean F1 | clean-to-noisy F1 | noisy-inverter F1 [95 % CI] | noise costs (clean − noisy inverter) |",
            "|---|---|---|---|---|---|"]

@@ -110,7 +110,7 @@ void T5Cache::reorder(const torch::Tensor& index) {
     for (auto [view, buf] : {std::pair{&self_k[i], &self_k_buf[i]}, std::pair{&self_v[i], &self_v_buf[i]}}) {
       if (!view->defined()) continue;
       const int64_t T = view->size(1);
-      *buf = buf->defined() ? buf->index_select(0, index) : view->index_select(0, index);
+      *buf = buf->index_select(0, index);  // a cached view always lies in its buffer (append_cached_positions)
       *view = buf->narrow(1, 0, T);
     }
   for (auto* v : {&cross_k, &cross_v})

@@ -463,19 +463,26 @@ torch::Tensor t5_relu_dropout(const torch::Tensor& x, double p, bool train) {
   return ReluDropoutFn::apply(x, p);
 }
 
+namespace {
+// No bias, or a float bias broadcastable to (B, H, Tq, Tk): what both attention kernels accept.
+bool attention_bias_fits(const torch::Tensor& bias, const torch::Tensor& q, const torch::Tensor& k, int64_t heads) {
+  if (!bias.defined()) return true;
+  if (bias.scalar_type() != torch::kFloat || bias.dim() > 4) return false;
+  const std::vector<int64_t> full{q.size(0), heads, q.size(1), k.size(1)};
+  const int64_t off = 4 - bias.dim();
+  for (int64_t i = 0; i < bias.dim(); ++i)
+    if (bias.size(i) != 1 && bias.size(i) != full[static_cast<size_t>(off + i)]) return false;
+  return true;
+}
+}  // namespace
+
 bool attention_core_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& bias, int64_t heads) {
   if (!sgemm_fn() || !q.device().is_cpu() || q.scalar_type() != torch::kFloat || k.scalar_type() != torch::kFloat ||
       v.scalar_type() != torch::kFloat || q.dim() != 3 || k.dim() != 3 || v.sizes() != k.sizes() ||
       q.size(0) != k.size(0) || q.size(2) != k.size(2) || heads <= 0 || q.size(2) % heads != 0)
     return false;
-  if (bias.defined()) {  // broadcastable to (B, H, Tq, Tk), float
-    if (bias.scalar_type() != torch::kFloat || bias.dim() > 4) return false;
-    const std::vector<int64_t> full{q.size(0), heads, q.size(1), k.size(1)};
-    const int64_t off = 4 - bias.dim();
-    for (int64_t i = 0; i < bias.dim(); ++i)
-      if (bias.size(i) != 1 && bias.size(i) != full[static_cast<size_t>(off + i)]) return false;
-  }
+  if (!attention_bias_fits(bias, q, k, heads)) return false;
   const int64_t big = int64_t{1} << 30;  // BLAS takes int dimensions
   return q.size(1) < big && k.size(1) < big && q.size(2) < big;
 }
@@ -531,14 +538,7 @@ bool attention_decode_supported(const torch::Tensor& q, const torch::Tensor& k, 
       q.size(0) != k.size(0) || q.size(2) != k.size(2) || heads <= 0 || q.size(2) % heads != 0 || k.size(1) == 0 ||
       k.stride(2) != 1 || v.stride(2) != 1)
     return false;
-  if (bias.defined()) {
-    if (bias.scalar_type() != torch::kFloat || bias.dim() > 4) return false;
-    const std::vector<int64_t> full{q.size(0), heads, q.size(1), k.size(1)};
-    const int64_t off = 4 - bias.dim();
-    for (int64_t i = 0; i < bias.dim(); ++i)
-      if (bias.size(i) != 1 && bias.size(i) != full[static_cast<size_t>(off + i)]) return false;
-  }
-  return true;
+  return attention_bias_fits(bias, q, k, heads);
 }
 
 torch::Tensor attention_decode(const torch::Tensor& q_in, const torch::Tensor& k, const torch::Tensor& v,
