@@ -16,7 +16,8 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/progress.h"
-#include "data/cache_shard.h"  // hash_and_count_lines
+#include "core/sha256.h"
+#include "data/cache_shard.h"  // count_lines
 #include "data/cache_writer.h"
 #include "data/corpus.h"
 #include "data/run_layout.h"
@@ -66,11 +67,11 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
     lock = DirLock(opt.cache_dir);  // after the checks above, which refuse without creating anything
     if (opt.on_locked) opt.on_locked();
     CacheSource src;
-    std::tie(src.sha256, src.rows) = cache_detail::hash_and_count_lines(opt.corpus_file);
+    src.rows = cache_detail::count_lines(opt.corpus_file);
     DAEI_CHECK(src.rows > 0, "corpus file {} has no rows", opt.corpus_file);
     src.dim = emb.dim();
     return src;
-  });
+  }, [&] { return sha256_file(opt.corpus_file); });
   CacheBuildResult res;
   res.rows = writer.rows();
   res.shards = writer.shards();
@@ -90,30 +91,35 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
   size_t next = 0;  // index into mine
   std::vector<int64_t> ids;
   std::vector<std::string> texts;
+  // A shard's rows are embedded batch by batch and each batch goes to the writer as it is ready: its write runs on
+  // the writer's thread while the next batch is embedded, so only the last batch's write is left at the end.
   auto flush_shard = [&](int64_t s) {
     const int64_t n = ids.size();
-    at::Tensor noisy = torch::empty({n, dim}, torch::kFloat32);
-    at::Tensor clean = opt.clean ? torch::empty({n, dim}, torch::kFloat32) : at::Tensor();
+    writer.begin(s);
     for (int64_t b = 0; b < n; b += opt.batch_size) {
       int64_t e = std::min(n, b + opt.batch_size);
-      // The batch's texts are moved out and back (the shard keeps them): no copy and no allocation a row.
       std::vector<std::string> bt(std::make_move_iterator(texts.begin() + b), std::make_move_iterator(texts.begin() + e)),
           keys;
       for (int64_t i = b; i < e; ++i) keys.push_back(opt.split + "/" + std::to_string(ids[i]));
+      at::Tensor noisy, clean;
       if (opt.clean && opt.clean_embedder) {  // the defender's own model beside the release's answers
-        at::Tensor c = opt.clean_embedder->embed(bt);
-        DAEI_CHECK(c.size(1) == dim, "reference.embedder returned {}-d vectors, the release {}-d", c.size(1), dim);
-        noisy.slice(0, b, e).copy_(emb.embed(bt, keys));
-        clean.slice(0, b, e).copy_(c);
+        clean = opt.clean_embedder->embed(bt);
+        DAEI_CHECK(clean.size(1) == dim, "reference.embedder returned {}-d vectors, the release {}-d", clean.size(1),
+                   dim);
+        noisy = emb.embed(bt, keys);
       } else if (opt.clean) {
-        auto [c, y] = emb.embed_with_clean(bt, keys);
-        noisy.slice(0, b, e).copy_(y);
-        clean.slice(0, b, e).copy_(c);
+        std::tie(clean, noisy) = emb.embed_with_clean(bt, keys);
       } else {
-        noisy.slice(0, b, e).copy_(emb.embed(bt, keys));
+        noisy = emb.embed(bt, keys);
       }
-      std::move(bt.begin(), bt.end(), texts.begin() + b);
+      DAEI_CHECK(noisy.dim() == 2 && noisy.size(0) == e - b, "embedder returned {} vectors for {} texts",
+                 noisy.dim() ? noisy.size(0) : 0, e - b);
       DAEI_CHECK(noisy.size(1) == dim, "embedder returned {}-d vectors, expected {}", noisy.size(1), dim);
+      // float32 and contiguous, as the shard stores them; a fresh tensor, since the writer reads it later
+      auto owned = [](const at::Tensor& t) {
+        return t.defined() ? t.to(torch::kFloat32).contiguous() : t;
+      };
+      writer.append(std::vector<int64_t>(ids.begin() + b, ids.begin() + e), owned(noisy), owned(clean), std::move(bt));
       done_rows += e - b;
       if (opt.max_rows_per_s > 0) {
         double ahead = done_rows / opt.max_rows_per_s -
@@ -122,7 +128,7 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       }
       progress.update(done_rows);
     }
-    writer.write(s, std::move(ids), noisy, clean, std::move(texts));
+    writer.end();
     ++res.shards_built;
     ids.clear();
     texts.clear();

@@ -9,10 +9,12 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <functional>
 #include <torch/types.h>
 
+#include "core/sha256.h"
+
 namespace daei {
-class Sha256;
 namespace cache_detail {
 
 // An HDF5 id closed by its close function when it goes out of scope.
@@ -72,11 +74,43 @@ void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type
                    int64_t cols, const void* data, int64_t chunk_bytes = int64_t(1) << 20);
 size_t elem_size(const std::string& dtype);
 void hash_row(Sha256& h, int64_t id, const void* vec, size_t vec_bytes, const char* text, uint64_t len);
+// One shard written as its rows arrive, batch by batch, under a temporary name that close() renames into place, so
+// the write of a shard overlaps the production of its rows (the cache writer's background thread). The rows'
+// datasets are written as they come; the texts, offsets and attributes at close(). A stream destroyed before close()
+// (an error) removes its temporary file. Any failure throws one line naming the shard ("no space left on device"
+// for a full disk) and removes the temporary file. Not thread-safe: one thread drives a stream.
+class ShardStream {
+ public:
+  ShardStream(std::string path, ShardMeta m, int64_t rows);
+  ~ShardStream();
+  ShardStream(const ShardStream&) = delete;
+  ShardStream& operator=(const ShardStream&) = delete;
+  // The next vectors.size(0) rows: their ids, float32 (or float16) [n, dim] vectors and texts.
+  void append(const int64_t* ids, const at::Tensor& vectors, const std::string* texts);
+  std::string close();  // all rows appended: writes the rest, renames into place; the content digest
+
+ private:
+  void check_space(uint64_t need) const;
+  void abandon();  // handles closed, the temporary file removed
+  void guarded(const std::function<void()>& step);
+  std::string path_, tmp_;
+  ShardMeta m_;
+  int64_t rows_, written_ = 0;
+  size_t elem_;
+  Hid f_, ids_, vectors_;
+  Sha256 digest_;
+  std::string blob_;  // the texts so far, written at close()
+  std::vector<int64_t> offsets_;
+  bool failed_ = false, closed_ = false;
+};
+// A whole shard at once (a ShardStream of one batch); returns its content digest.
 std::string write_shard(const std::string& path, const ShardMeta& m, const std::vector<int64_t>& ids,
                         const at::Tensor& vectors, const std::vector<std::string>& texts);
 std::string shard_name(int64_t s);
 ShardMeta clean_meta(ShardMeta m);
 nlohmann::json read_manifest(const std::string& dir, const std::string& split_hint);
+// A corpus file's number of lines (= rows; a last line without its newline counts).
+int64_t count_lines(const std::string& path);
 // One pass over a corpus file: its SHA-256 and its number of lines (= rows).
 std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path);
 // The manifest `man` of the cache folder `dir` against the corpus of its split: the same SHA-256 and as many rows

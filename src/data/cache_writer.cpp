@@ -4,8 +4,12 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <filesystem>
-#include <future>
+#include <mutex>
+#include <thread>
 #include <tuple>
 #include <torch/torch.h>
 
@@ -29,13 +33,15 @@ namespace {
 struct Plan {
   std::string error;                 // non-empty: every rank throws it
   bool noisy_done = false, clean_done = false;
+  bool digest_later = false;         // corpus_sha is computed on the writer's thread (a fresh build, see plan())
   int64_t rows = 0, dim = 0;
   std::string corpus_sha;
   std::vector<int64_t> noisy_todo, clean_todo;
 };
 
 json plan_json(const Plan& p) {
-  return json{{"error", p.error}, {"noisy_done", p.noisy_done}, {"clean_done", p.clean_done}, {"rows", p.rows},
+  return json{{"error", p.error}, {"noisy_done", p.noisy_done}, {"clean_done", p.clean_done},
+              {"digest_later", p.digest_later}, {"rows", p.rows},
               {"dim", p.dim}, {"corpus_sha", p.corpus_sha}, {"noisy_todo", p.noisy_todo},
               {"clean_todo", p.clean_todo}};
 }
@@ -44,6 +50,7 @@ Plan plan_from(const json& j) {
   p.error = j["error"];
   p.noisy_done = j["noisy_done"];
   p.clean_done = j["clean_done"];
+  p.digest_later = j["digest_later"];
   p.rows = j["rows"];
   p.dim = j["dim"];
   p.corpus_sha = j["corpus_sha"];
@@ -140,6 +147,16 @@ std::string shard_damage(const std::string& path, const ShardMeta& want) {
   return "";
 }
 
+// Nothing of an earlier build in dir (no manifest, no shard; partial temporary files do not count).
+bool nothing_built(const std::string& dir) {
+  if (!fs::is_directory(dir)) return true;
+  for (auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.find(".tmp-") == std::string::npos && (n == "manifest.json" || n.rfind("shard-", 0) == 0)) return false;
+  }
+  return true;
+}
+
 void remove_temps(const std::string& dir, const std::string& tag) {
   if (!fs::is_directory(dir)) return;
   for (auto& e : fs::directory_iterator(dir))
@@ -203,6 +220,78 @@ bool manifest_complete(const std::string& dir, const ShardMeta& base, int64_t ro
   return true;
 }
 
+// One background thread that runs the shard writes in the order given, a few jobs ahead at most (memory stays at
+// a few batches). A job's error is kept and thrown to the producer at its next submit() or at drain(); the jobs
+// after it are dropped. Without a thread (overlap off) a job runs in the caller.
+class WriteQueue {
+ public:
+  explicit WriteQueue(bool background, size_t max_queued = 8) : max_queued_(max_queued) {
+    if (background) thread_ = std::thread([this] { run(); });
+  }
+  ~WriteQueue() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void submit(std::function<void()> job) {
+    if (!thread_.joinable()) return job();
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return queue_.size() < max_queued_ || error_; });
+    rethrow(l);
+    queue_.push_back(std::move(job));
+    cv_.notify_all();
+  }
+  void drain() {  // every job submitted has run
+    if (!thread_.joinable()) return;
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return (queue_.empty() && !busy_) || error_; });
+    rethrow(l);
+  }
+
+ private:
+  void rethrow(std::unique_lock<std::mutex>&) {
+    if (!error_) return;
+    std::exception_ptr e = error_;
+    error_ = nullptr;  // thrown once; the jobs queued after it were dropped
+    std::rethrow_exception(e);
+  }
+  void run() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [&] { return !queue_.empty() || stop_; });
+      if (queue_.empty()) return;  // stop_ and nothing left
+      std::function<void()> job = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      l.unlock();
+      std::exception_ptr err;
+      try {
+        job();
+      } catch (...) {
+        err = std::current_exception();
+      }
+      job = nullptr;  // what the job held (tensors, texts) is freed outside the lock
+      l.lock();
+      busy_ = false;
+      if (err) {
+        error_ = err;
+        queue_.clear();
+      }
+      cv_.notify_all();
+    }
+  }
+  size_t max_queued_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::exception_ptr error_;
+  bool busy_ = false, stop_ = false;
+};
+
 }  // namespace
 
 CacheWriterOptions cache_writer_options(const NoisyEmbedder& emb, const std::string& dir, const std::string& split,
@@ -225,7 +314,12 @@ struct CacheWriter::State {
   ShardMeta base;
   Plan plan;
   std::vector<int64_t> todo, mine;
-  std::future<void> pending;
+  // The shard being written, touched only by the write queue's jobs (HDF5 on one thread). Declared before the
+  // queue, so the queue's thread has ended when they are destroyed (an unfinished shard's temporary file removed).
+  std::unique_ptr<ShardStream> noisy_stream, clean_stream;
+  std::string later_digest;  // plan.digest_later: the source's digest, set by the queue's first job
+  int64_t shard = -1;  // begun and not ended on the producer's side
+  std::unique_ptr<WriteQueue> queue;
   State(CacheWriterOptions o, Communicator& c) : opt(std::move(o)), comm(c) {}
 };
 
@@ -236,18 +330,16 @@ CacheWriter::CacheWriter(CacheWriterOptions opt, Communicator& comm)
   st_->clean_dir = o.dir + "/clean";
   st_->base = ShardMeta{"noisy", o.split, o.embedder, o.dtype, "", o.sigma, o.noise_seed, 0, 0, 0};
   st_->base.chunk_bytes = o.chunk_kb << 10;
+  st_->queue = std::make_unique<WriteQueue>(o.overlap_writes);
 }
 
 CacheWriter::~CacheWriter() {
-  if (st_ && st_->pending.valid()) {
-    try {
-      st_->pending.get();
-    } catch (const std::exception&) {  // already unwinding from another error
-    }
-  }
+  if (!st_) return;
+  st_->queue.reset();  // the jobs already queued run (an error among them is dropped: already unwinding), the thread ends
 }
 
-bool CacheWriter::plan(const std::function<CacheSource()>& describe) {
+bool CacheWriter::plan(const std::function<CacheSource()>& describe,
+                       const std::function<std::string()>& source_digest) {
   State& S = *st_;
   const auto& opt = S.opt;
   const int rank = S.comm.rank(), world = S.comm.size();
@@ -270,7 +362,13 @@ bool CacheWriter::plan(const std::function<CacheSource()>& describe) {
       const CacheSource src = describe();
       plan.rows = src.rows;
       plan.dim = src.dim;
-      plan.corpus_sha = src.sha256;
+      // A fresh build does not wait for the source's digest: nothing on disk is compared with it, and the shards
+      // and manifests that store it are written later, so every rank computes it on the writer's thread while the
+      // first rows are produced (finish() checks that the ranks agree). Otherwise it is needed now, to tell which
+      // files of the earlier build are this build's.
+      plan.digest_later = source_digest && opt.overlap_writes && nothing_built(opt.dir) &&
+                          (!opt.clean || nothing_built(S.clean_dir));
+      plan.corpus_sha = source_digest ? (plan.digest_later ? std::string() : source_digest()) : src.sha256;
       S.base.corpus_sha256 = plan.corpus_sha;
       S.base.dim = plan.dim;
       ShardMeta cbase = clean_meta(S.base);
@@ -298,6 +396,7 @@ bool CacheWriter::plan(const std::function<CacheSource()>& describe) {
   S.base.corpus_sha256 = plan.corpus_sha;
   S.base.dim = plan.dim;
   if (plan.noisy_done && plan.clean_done) return false;
+  if (plan.digest_later) S.queue->submit([&S, source_digest] { S.later_digest = source_digest(); });
   make_dirs(opt.dir);
   if (opt.clean) make_dirs(S.clean_dir);
   // My shards: round-robin over the union of what is left to do.
@@ -322,30 +421,68 @@ int64_t CacheWriter::rows_of(const std::vector<int64_t>& shards) const {
   return n;
 }
 
-void CacheWriter::write(int64_t s, std::vector<int64_t> ids, at::Tensor noisy, at::Tensor clean,
-                        std::vector<std::string> texts) {
+void CacheWriter::begin(int64_t s) {
   State& S = *st_;
+  DAEI_ASSERT(S.shard < 0, "shard {} begun before shard {} ended", s, S.shard);
+  S.shard = s;
   ShardMeta w = S.base;
   w.row_begin = shard_begin(s);
-  w.row_end = w.row_begin + int64_t(ids.size());
+  w.row_end = shard_end(s);
   auto in = [](const std::vector<int64_t>& v, int64_t x) { return std::binary_search(v.begin(), v.end(), x); };
   const bool want_noisy = in(S.plan.noisy_todo, s), want_clean = in(S.plan.clean_todo, s);
   const std::string noisy_path = S.opt.dir + "/" + shard_name(s), clean_path = S.clean_dir + "/" + shard_name(s);
-  auto job = [=, ids = std::move(ids), texts = std::move(texts)] {
-    if (want_noisy) write_shard(noisy_path, w, ids, noisy, texts);
-    if (want_clean) write_shard(clean_path, clean_meta(w), ids, clean, texts);
-  };
-  // One write in flight: the previous shard's ends before this one starts.
-  if (S.pending.valid()) S.pending.get();
-  if (S.opt.overlap_writes)
-    S.pending = std::async(std::launch::async, std::move(job));
-  else
-    job();
+  const int64_t n = w.row_end - w.row_begin;
+  S.queue->submit([&S, w, n, want_noisy, want_clean, noisy_path, clean_path]() mutable {
+    quiet_hdf5();
+    if (S.plan.digest_later) w.corpus_sha256 = S.later_digest;  // set by an earlier job of this thread
+    if (want_noisy) S.noisy_stream = std::make_unique<ShardStream>(noisy_path, w, n);
+    if (want_clean) S.clean_stream = std::make_unique<ShardStream>(clean_path, clean_meta(w), n);
+  });
+}
+
+void CacheWriter::append(std::vector<int64_t> ids, at::Tensor noisy, at::Tensor clean, std::vector<std::string> texts) {
+  State& S = *st_;
+  DAEI_ASSERT(S.shard >= 0, "rows appended outside a shard");
+  DAEI_ASSERT(noisy.size(0) == int64_t(ids.size()) && int64_t(texts.size()) == int64_t(ids.size()), "batch shape");
+  S.queue->submit([&S, ids = std::move(ids), noisy = std::move(noisy), clean = std::move(clean),
+                   texts = std::move(texts)] {
+    if (S.noisy_stream) S.noisy_stream->append(ids.data(), noisy, texts.data());
+    if (S.clean_stream) S.clean_stream->append(ids.data(), clean, texts.data());
+  });
+}
+
+void CacheWriter::end() {
+  State& S = *st_;
+  DAEI_ASSERT(S.shard >= 0, "no shard to end");
+  S.shard = -1;
+  S.queue->submit([&S] {
+    if (S.noisy_stream) S.noisy_stream->close();
+    if (S.clean_stream) S.clean_stream->close();
+    S.noisy_stream.reset();
+    S.clean_stream.reset();
+  });
+}
+
+void CacheWriter::write(int64_t s, std::vector<int64_t> ids, at::Tensor noisy, at::Tensor clean,
+                        std::vector<std::string> texts) {
+  DAEI_ASSERT(int64_t(ids.size()) == shard_end(s) - shard_begin(s), "shard {}: {} rows, the plan says {}", s,
+              ids.size(), shard_end(s) - shard_begin(s));
+  begin(s);
+  append(std::move(ids), std::move(noisy), std::move(clean), std::move(texts));
+  end();
 }
 
 void CacheWriter::finish() {
   State& S = *st_;
-  if (S.pending.valid()) S.pending.get();
+  DAEI_ASSERT(S.shard < 0, "shard {} was not ended", S.shard);
+  S.queue->drain();
+  if (S.plan.digest_later) {  // every rank hashed the source itself: the same bytes, or the build is refused
+    const std::vector<std::string> all = S.comm.allgather(S.later_digest);
+    DAEI_CHECK(std::all_of(all.begin(), all.end(), [&](const std::string& d) { return d == all[0]; }),
+               "{}: the source changed while the cache was built (the ranks read different SHA-256s); build again",
+               S.opt.dir);
+    S.plan.corpus_sha = S.base.corpus_sha256 = all[0];
+  }
   S.comm.barrier();
   if (S.comm.rank() == 0) {
     const int world = S.comm.size();

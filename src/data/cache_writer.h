@@ -6,8 +6,8 @@
 //             this build would write, or the build is refused naming it (nothing overwritten)
 //   broadcast every rank gets the plan, or the error (thrown on every rank)
 //   assign    shards to build round-robin over the ranks
-//   write     each shard under a temporary name, renamed; optionally on a background thread while the caller
-//             produces the next one
+//   write     each shard under a temporary name, renamed; optionally on a background thread, batch by batch, while
+//             the caller produces the next rows
 //   manifest  after a barrier rank 0 writes manifest.json last (= complete), the clean one too
 // The caller produces the rows of its shards (embedding corpus texts, decoding hypotheses, ...).
 #pragma once
@@ -34,7 +34,7 @@ struct CacheWriterOptions {
   int64_t shard_rows = 20000;
   int64_t chunk_kb = 64;     // HDF5 chunk size of each dataset
   bool clean = false;        // also write dir/clean (offline evaluation only)
-  bool overlap_writes = false;  // write a shard on a background thread (the caller must not use HDF5 meanwhile)
+  bool overlap_writes = false;  // write on a background thread (the caller must not use HDF5 until finish())
   std::string log_tag = "cache";
   nlohmann::json manifest_extra = nlohmann::json::object();  // more fields of manifest.json (not of clean/)
   // The refusal of an existing manifest or shard written by another build (file, the cache folder); empty: the
@@ -61,7 +61,11 @@ class CacheWriter {
 
   // Collective. Rank 0 calls describe (its checks may throw) and plans; every rank gets the plan or throws the
   // same error. Returns false when every cache asked for is complete (nothing to do).
-  bool plan(const std::function<CacheSource()>& describe);
+  // source_digest, when given, computes the source's SHA-256 on any rank (describe's sha256 is then not used): a
+  // fresh build with overlap_writes runs it on the writer's thread while the first rows are produced, and
+  // source_sha256() holds it after finish().
+  bool plan(const std::function<CacheSource()>& describe,
+            const std::function<std::string()>& source_digest = nullptr);
 
   int64_t rows() const;
   int64_t dim() const;
@@ -73,7 +77,14 @@ class CacheWriter {
   int64_t shard_end(int64_t s) const;
   int64_t rows_of(const std::vector<int64_t>& shards) const;
 
-  // Shard s of this rank: ids, noisy (and clean when asked for) float32 [n, d] rows and texts.
+  // Shard s of this rank, streamed: begin(s), its rows in order in batches of any size (ids, noisy and, when asked
+  // for, clean float32 [b, d] rows, texts), end(). With overlap_writes each call queues the work on the writer's
+  // thread and returns (a few batches ahead at most), so a shard's write overlaps the production of its rows; an
+  // error of the write is thrown by a later call. The tensors must not be modified after they are passed.
+  void begin(int64_t s);
+  void append(std::vector<int64_t> ids, at::Tensor noisy, at::Tensor clean, std::vector<std::string> texts);
+  void end();
+  // A whole shard at once: begin(s), one append, end().
   void write(int64_t s, std::vector<int64_t> ids, at::Tensor noisy, at::Tensor clean, std::vector<std::string> texts);
   // Collective: waits for the writes; after a barrier rank 0 writes the manifests; a barrier.
   void finish();

@@ -497,3 +497,78 @@ TEST_F(CacheFixture, CacheWriterIsTheWriterOfEveryCache) {
   EXPECT_EQ(verify_cache(dir("copy")).digest, digest);
   EXPECT_EQ(write_copy("copy"), 0);
 }
+
+// Issue 35 item 5 (cache_build): a shard is written as its rows arrive. Any split into batches writes the same shard
+// as one batch (content digest, rows, texts); a stream left unfinished leaves no file; an empty text is stored.
+TEST_F(CacheFixture, ShardStreamWritesTheSameShardBatchByBatch) {
+  build_cache(opts("train", 23, "float16"), *emb, comm);
+  auto whole = NoisyCache::open(dir("train"));
+  std::vector<int64_t> rows(23);
+  for (int i = 0; i < 23; ++i) rows[i] = i;
+  std::vector<int64_t> ids = whole->ids(rows);
+  std::vector<std::string> tx = whole->texts(rows);
+  tx[6] = "";  // an empty text between two batches' texts
+  at::Tensor vec = whole->all_noisy();
+  cache_detail::ShardMeta m{"noisy", "train", emb->id(), "float16", "corpus-digest", 0.04, 11, 4, 0, 23};
+  m.chunk_bytes = 64;  // many chunks, so that batches end inside chunks
+  fs::create_directories(d.p / "s");
+  const std::string one = cache_detail::write_shard((d.p / "s/one.h5").string(), m, ids, vec, tx);
+  {
+    std::lock_guard<std::recursive_mutex> g(cache_detail::hdf5_mutex());
+    cache_detail::ShardStream s((d.p / "s/batches.h5").string(), m, 23);
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {1, 4}, {4, 17}, {17, 23}})
+      s.append(ids.data() + b, vec.slice(0, b, e), tx.data() + b);
+    EXPECT_FALSE(fs::exists(d.p / "s/batches.h5"));  // under its temporary name until close()
+    EXPECT_EQ(s.close(), one);
+  }
+  EXPECT_TRUE(fs::exists(d.p / "s/batches.h5"));
+  {
+    std::lock_guard<std::recursive_mutex> g(cache_detail::hdf5_mutex());
+    cache_detail::ShardStream s((d.p / "s/unfinished.h5").string(), m, 23);
+    s.append(ids.data(), vec.slice(0, 0, 5), tx.data());
+  }
+  for (auto& e : fs::directory_iterator(d.p / "s"))
+    EXPECT_TRUE(e.path().filename() == "one.h5" || e.path().filename() == "batches.h5") << e.path();
+  // Both files read back as the shard of a cache: every dataset, byte for byte.
+  for (const char* f : {"one.h5", "batches.h5"}) {
+    fs::create_directories(d.p / "c" / f);
+    fs::copy_file(d.p / "s" / f, d.p / "c" / f / "shard-00000.h5");
+    json man = json::parse(read_file(dir("train") + "/manifest.json"));
+    man["corpus_sha256"] = "corpus-digest";
+    man["shards"][0]["content_sha256"] = one;
+    write(d.p / "c" / f / "manifest.json", man.dump());
+    auto c = NoisyCache::open((d.p / "c" / f).string(), {emb->id(), 0.04, 4, "-"});
+    EXPECT_TRUE(torch::equal(c->all_noisy(), vec)) << f;
+    EXPECT_EQ(c->texts(rows), tx) << f;
+    EXPECT_EQ(c->ids(rows), ids) << f;
+    EXPECT_EQ(verify_cache((d.p / "c" / f).string()).rows, 23) << f;
+  }
+}
+
+// A write that fails on the writer's thread is thrown to the producer by a later call, naming the shard, and the
+// build leaves no partial file.
+TEST_F(CacheFixture, BackgroundWriteErrorReachesTheProducer) {
+  CacheWriterOptions wo;
+  wo.dir = dir("bg");
+  wo.split = "bg";
+  wo.embedder = "e";
+  wo.shard_rows = 23;
+  wo.overlap_writes = true;
+  CacheWriter w(wo, comm);
+  ASSERT_TRUE(w.plan([&] { return CacheSource{23, 4, "src"}; }));
+  fs::remove_all(dir("bg"));  // the shard cannot be created
+  std::vector<int64_t> ids(23);
+  for (int i = 0; i < 23; ++i) ids[i] = i;
+  const std::string e = error_of([&] {
+    w.begin(0);
+    for (int64_t b = 0; b < 23; b += 4) {
+      const int64_t n = std::min<int64_t>(4, 23 - b);
+      w.append(std::vector<int64_t>(ids.begin() + b, ids.begin() + b + n), torch::zeros({n, 4}), at::Tensor(),
+               std::vector<std::string>(texts.begin() + b, texts.begin() + b + n));
+    }
+    w.end();
+    w.finish();
+  });
+  EXPECT_NE(e.find("shard-00000.h5: cannot write shard"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir("bg")));
+}
