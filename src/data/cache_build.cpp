@@ -115,11 +115,8 @@ CacheBuildResult build_cache(const CacheBuildOptions& opt, const NoisyEmbedder& 
       DAEI_CHECK(noisy.dim() == 2 && noisy.size(0) == e - b, "embedder returned {} vectors for {} texts",
                  noisy.dim() ? noisy.size(0) : 0, e - b);
       DAEI_CHECK(noisy.size(1) == dim, "embedder returned {}-d vectors, expected {}", noisy.size(1), dim);
-      // float32 and contiguous, as the shard stores them; a fresh tensor, since the writer reads it later
-      auto owned = [](const at::Tensor& t) {
-        return t.defined() ? t.to(torch::kFloat32).contiguous() : t;
-      };
-      writer.append(std::vector<int64_t>(ids.begin() + b, ids.begin() + e), owned(noisy), owned(clean), std::move(bt));
+      // The embedders return fresh tensors, which the writer's thread reads (and converts to the cache's dtype) later.
+      writer.append(std::vector<int64_t>(ids.begin() + b, ids.begin() + e), noisy, clean, std::move(bt));
       done_rows += e - b;
       if (opt.max_rows_per_s > 0) {
         double ahead = done_rows / opt.max_rows_per_s -

@@ -313,11 +313,6 @@ void ShardStream::append(const int64_t* ids, const at::Tensor& vectors, const st
   const at::Tensor stored =
       (m_.dtype == "float16" ? vectors.to(torch::kHalf) : vectors.to(torch::kFloat32)).contiguous();
   const char* vp = static_cast<const char*>(stored.data_ptr());
-  if (written_ == 0) {  // room for the shard's texts at the first batch's mean length, so the blob rarely moves
-    size_t bytes = 0;
-    for (int64_t i = 0; i < n; ++i) bytes += texts[i].size();
-    blob_.reserve(size_t(double(bytes) / double(n) * double(rows_) * 1.1) + 64);
-  }
   for (int64_t i = 0; i < n; ++i) {
     hash_row(digest_, ids[i], vp + i * d * elem_, d * elem_, texts[i].data(), texts[i].size());
     blob_ += texts[i];
@@ -390,7 +385,9 @@ std::string write_shard(const std::string& path, const ShardMeta& m, const std::
   return s.close();
 }
 
-int64_t count_lines(const std::string& path) {
+namespace {
+// The corpus file in blocks of 1 MB, in order; its number of lines (= rows; a last line without its newline counts).
+int64_t read_lines_in_blocks(const std::string& path, const std::function<void(const char*, size_t)>& block) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
   std::unique_ptr<char[]> buf(new char[1 << 20]);  // not zeroed: fread fills what is used
@@ -398,6 +395,7 @@ int64_t count_lines(const std::string& path) {
   char last = '\n';
   size_t n;
   while ((n = std::fread(buf.get(), 1, 1 << 20, f.get())) > 0) {
+    if (block) block(buf.get(), n);
     for (const char *p = buf.get(), *e = p + n; (p = static_cast<const char*>(std::memchr(p, '\n', e - p))); ++p)
       ++lines;
     last = buf[n - 1];
@@ -406,23 +404,13 @@ int64_t count_lines(const std::string& path) {
   if (last != '\n') ++lines;
   return lines;
 }
+}  // namespace
 
-// One pass over the corpus file: its SHA-256 and its number of lines (= rows).
+int64_t count_lines(const std::string& path) { return read_lines_in_blocks(path, nullptr); }
+
 std::pair<std::string, int64_t> hash_and_count_lines(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  DAEI_CHECK(f, "cannot read corpus file {}: {}", path, std::strerror(errno));
   Sha256 h;
-  std::vector<char> buf(1 << 20);
-  int64_t lines = 0;
-  char last = '\n';
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
-    h.update(buf.data(), n);
-    lines += std::count(buf.data(), buf.data() + n, '\n');
-    last = buf[n - 1];
-  }
-  DAEI_CHECK(!std::ferror(f.get()), "read error on {}", path);
-  if (last != '\n') ++lines;
+  const int64_t lines = read_lines_in_blocks(path, [&](const char* p, size_t n) { h.update(p, n); });
   return {h.hex(), lines};
 }
 
