@@ -563,14 +563,16 @@ json cmd_allreduce() {
               {"world", comm->size()}, {"rank", comm->rank()}};
 }
 
+// The peak GEMM rate, so the output is allocated once: on a machine whose page faults are slow (10 µs a page on
+// some VMs, bench/notes.md) a fresh 4 MB output a call measured the faults, not the kernel, for the first ~9 calls.
 json cmd_matmul() {
-  const int64_t N = arg("n", 1024), reps = arg("reps", 5);
-  auto a = torch::randn({N, N}), b = torch::randn({N, N});
+  const int64_t N = arg("n", 1024), reps = arg("reps", 5), warmup = 2;
+  auto a = torch::randn({N, N}), b = torch::randn({N, N}), c = torch::empty({N, N});
   std::vector<double> times;
-  for (int64_t r = 0; r < reps + 1; ++r) {
+  for (int64_t r = 0; r < reps + warmup; ++r) {
     const double t0 = now();
-    auto c = torch::mm(a, b);
-    if (r > 0) times.push_back(now() - t0);
+    torch::mm_out(c, a, b);
+    if (r >= warmup) times.push_back(now() - t0);
   }
   return json{{"times", times}, {"flops", 2.0 * N * N * N}, {"n", N}};
 }

@@ -26,6 +26,33 @@ def run_json(cmd, env=None, timeout=3600):
     return [json.loads(l) for l in lines]
 
 
+def page_fault_us():
+    """Microseconds a first touch of a 4 KiB page costs here (fresh anonymous memory written once, minus the same
+    write again). About 0.1–0.3 µs on bare Linux; some VMs charge 10 µs, and then an allocator that hands memory back
+    to the kernel after every step (glibc's defaults, the Python side) pays it on every step."""
+    import mmap
+    n = 64 << 20
+    buf = b"\1" * n
+    m = mmap.mmap(-1, n)
+    t0 = time.perf_counter()
+    m.write(buf)
+    first = time.perf_counter() - t0
+    m.seek(0)
+    t0 = time.perf_counter()
+    m.write(buf)
+    again = time.perf_counter() - t0
+    m.close()
+    return round(max(0.0, first - again) / (n / 4096) * 1e6, 2)
+
+
+def openblas_core(env):
+    """The kernel set OpenBLAS runs in a process with this environment (it reads OPENBLAS_CORETYPE when it loads)."""
+    code = ("import ctypes; l = ctypes.CDLL('libopenblas.so.0'); l.openblas_get_corename.restype = ctypes.c_char_p; "
+            "print(l.openblas_get_corename().decode())")
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True)
+    return p.stdout.strip() or "unknown"
+
+
 def med(xs):
     return statistics.median(xs)
 
@@ -134,7 +161,16 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="bench")
+    ap.add_argument("--blas", choices=("machine", "native"), default="machine",
+                    help="machine: OpenBLAS as this machine's environment sets it (OPENBLAS_CORETYPE may pin a kernel "
+                         "set); native: both sides without OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE, OpenBLAS's own choice")
     a = ap.parse_args()
+    pinned = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+    if a.blas == "native":
+        for k in pinned:
+            ENV1.pop(k, None)
+    blas_meta = dict(mode=a.blas, core=openblas_core(ENV1), machine_env=pinned)
+    faults_us = page_fault_us()
     Q = a.quick
     B = os.path.join(a.build, "bench_entries") if os.path.isabs(a.build) else os.path.join(ROOT, a.build, "bench_entries")
     CT = os.path.join(os.path.dirname(B), "bench_cache_throughput")
@@ -165,14 +201,14 @@ def main():
 
     def save(final=False):
         wall = time.time() - t_start
-        meta = dict(command=(f"nice -n {os.nice(0)} " if os.nice(0) > 0 else "") + "bench/run.sh" + (" --quick" if Q else "") + (" --only " + a.only if a.only else ""),
+        meta = dict(command=(f"nice -n {os.nice(0)} " if os.nice(0) > 0 else "") + "bench/run.sh" + (" --quick" if Q else "") + (" --only " + a.only if a.only else "") + (" --blas native" if a.blas == "native" else ""),
                     git_revision=subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
                                                 text=True).stdout.strip(),
                     dirty=subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "bench", ":!bench/results*",
                                           ":!bench/notes.md"], cwd=ROOT).returncode != 0,
                     machine=machine(), load_average_start=load0, load_average_end=open("/proc/loadavg").read().split()[:3],
                     wall_s=round(wall, 1), quick=Q, complete=final, malloc_default="tuned",
-                    env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1))
+                    env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1), blas=blas_meta, page_fault_us=faults_us)
         if kept and earlier:
             meta["earlier_run"] = earlier
         allE = latest_by_name(kept + entries)
@@ -271,6 +307,16 @@ def main():
                   spread(rate), spread(mm), extra=dict(python_step_rate_gflops=med(rate_ref) / 1e9,
                                                        python_ratio=med(rate_ref) / med(mm))))
         flop["mm"] = med(mm)
+        # Both sides on glibc's own allocator settings, as stage1_sure_step_glibc: the implementations alone, without
+        # daei's allocator setting (which decides the ratio where page faults are slow; page_fault_us in the header).
+        env_d = dict(ENV1, DAEI_MALLOC="default")
+        va, vb, ra, rb = alternate(lambda: run_json([B, "t5-step"] + cpp2(dict(S2, steps=st2)), env_d)[0],
+                                   lambda: run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)))[0],
+                                   rounds)
+        add(entry("stage2_step_glibc", med(va), med(vb), med(vb) / med(va), 1.0,
+                  "s/step, DAEI_MALLOC=default (ratio = reference/daei)", S2, 1,
+                  "%d processes × %d steps each side" % (rounds, st2), spread(va), spread(vb),
+                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]))))
     guarded("stage2_step", e2)
 
     # Issue 24 item 2: the T5 step's fused kernels one at a time (bench_entries t5-levers: one process, one model,
@@ -556,6 +602,15 @@ def markdown(meta, entries):
          "- allocator: daei's side runs with `DAEI_MALLOC=%s` (glibc mallopt: mmap threshold 32 MB, trim threshold "
          "1 GB, top pad 64 MB; `src/core/allocator.cpp`) unless an entry says `default` (glibc's own settings); the "
          "Python side always runs with glibc's defaults" % meta.get("malloc_default", "tuned")]
+    if meta.get("blas"):
+        b = meta["blas"]
+        pin = ", ".join("%s=%s" % kv for kv in sorted(b["machine_env"].items()))
+        L.append("- BLAS kernels: OpenBLAS core `%s` in every process (%s)" % (
+            b["core"], ("this machine's environment sets " + pin if pin else "OpenBLAS's own choice")
+            if b["mode"] == "machine" else "`--blas native`: " + (pin + " removed" if pin else "nothing pinned")))
+    if meta.get("page_fault_us") is not None:
+        L.append("- page faults: %.2f µs per first touch of a 4 KiB page (bare Linux: 0.1–0.3 µs); the `_glibc` "
+                 "entries compare both sides on glibc's own allocator settings" % meta["page_fault_us"])
     if meta.get("earlier_run"):
         er = meta["earlier_run"]
         L.append("- entries marked † come from earlier runs (each names its revision as `from_earlier_run` below); the "

@@ -12,7 +12,7 @@ bash "$SRC/bench/run.sh" --quick --build "$BUILD" --out "$out" >"$out/log" 2>&1;
 [[ $rc -eq 0 ]] || { echo "FAIL: bench/run.sh --quick exited $rc"; tail -30 "$out/log"; }
 /usr/bin/python3 - "$out/results-quick.json" "$out/results-quick.md" <<'PY'
 import json, os, sys
-want = ["stage1_sure_step", "sure_variant_batched", "sure_variant_fd", "stage2_step", "stage2_flop_rate",
+want = ["stage1_sure_step", "sure_variant_batched", "sure_variant_fd", "stage2_step", "stage2_step_glibc", "stage2_flop_rate",
         "stage2_generate", "stage2_epoch", "malloc_sure_step", "malloc_t5_step", "allreduce_dae", "allreduce_t5",
         "dp_stage1_2ranks", "cache_build", "peak_rss_cache_build", "peak_rss_stage1_sure_step", "peak_rss_stage2_step",
         "stage3_step_np1", "stage3_step_np2", "dp_stage2_2ranks"]
@@ -37,6 +37,13 @@ for n in ("stage3_step_np1", "stage3_step_np2"):
     p = got.get(n, {}).get("phases_s", {})
     if set(p) != phases or not all(v >= 0 for v in p.values()) or p.get("forward", 0) <= 0:
         print("FAIL: %s phases %s, want %s" % (n, sorted(p), sorted(phases))); fails += 1
+b = r["meta"].get("blas", {})
+if not b.get("core") or b["core"] == "unknown" or b.get("mode") != "machine":
+    print("FAIL: meta.blas names no OpenBLAS core:", b); fails += 1
+if not isinstance(r["meta"].get("page_fault_us"), (int, float)) or r["meta"]["page_fault_us"] < 0:
+    print("FAIL: meta.page_fault_us:", r["meta"].get("page_fault_us")); fails += 1
+if "- BLAS kernels: OpenBLAS core `%s`" % b.get("core") not in open(sys.argv[2]).read():
+    print("FAIL: results-quick.md does not name the OpenBLAS core"); fails += 1
 for k in ("command", "git_revision", "machine", "wall_s", "load_average_start"):
     if k not in r["meta"]:
         print("FAIL: meta lacks", k); fails += 1
