@@ -178,6 +178,10 @@ def main():
     only = set(x for x in a.only.split(",") if x)
     want = lambda n: not only or n in only
     rounds = 1 if Q else 3
+    # On glibc's allocator settings both sides hand memory back to the kernel after each step; where page faults are
+    # slow (page_fault_us) a process's step time then wanders by ±30 % from one process to the next (bench/notes.md),
+    # so the _glibc entries alternate five processes a side.
+    glibc_rounds = 1 if Q else 5
     tmp = tempfile.mkdtemp(prefix="daei-bench-")
     mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
              ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
@@ -248,11 +252,12 @@ def main():
         env_d = dict(ENV1, DAEI_MALLOC="default")
         va, vb, ra, rb = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")), env_d)[0],
                                    lambda: [j for j in run_json([PY, "bench/sure_reference.py", "--only", "hutchinson"]
-                                                                + kv(dict(S1, steps=st1)))][0], rounds)
+                                                                + kv(dict(S1, steps=st1)))][0], glibc_rounds)
         add(entry("stage1_sure_step_glibc", med(va), med(vb), med(vb) / med(va), 1.0,
                   "s/step, DAEI_MALLOC=default (ratio = reference/daei)", S1, 1,
-                  "%d processes × %d steps each side" % (rounds, st1), spread(va), spread(vb),
-                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]))))
+                  "%d processes × %d steps each side" % (glibc_rounds, st1), spread(va), spread(vb),
+                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
+                             pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
 
     # 9. SURE variants at equal K: time of a training step (same sizes) and the variance of the estimate
     def e9():
@@ -312,11 +317,12 @@ def main():
         env_d = dict(ENV1, DAEI_MALLOC="default")
         va, vb, ra, rb = alternate(lambda: run_json([B, "t5-step"] + cpp2(dict(S2, steps=st2)), env_d)[0],
                                    lambda: run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)))[0],
-                                   rounds)
+                                   glibc_rounds)
         add(entry("stage2_step_glibc", med(va), med(vb), med(vb) / med(va), 1.0,
                   "s/step, DAEI_MALLOC=default (ratio = reference/daei)", S2, 1,
-                  "%d processes × %d steps each side" % (rounds, st2), spread(va), spread(vb),
-                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]))))
+                  "%d processes × %d steps each side" % (glibc_rounds, st2), spread(va), spread(vb),
+                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
+                             pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
     guarded("stage2_step", e2)
 
     # Issue 24 item 2: the T5 step's fused kernels one at a time (bench_entries t5-levers: one process, one model,
@@ -450,17 +456,21 @@ def main():
         rows = 2000 if Q else 20000
         corpus = os.path.join(tmp, "cache_corpus.jsonl")
         make_texts(rows * 4, corpus, os.path.join(tmp, "cache_lengths.txt"))
-        res = {}
-        for mult in (1, 4):
-            j = run_json([CT, corpus, "--rows", str(rows * mult), "--reps", "2" if Q else "5", "--out", "", "--json", "1"])[0]
-            res[mult] = j
-        j = res[1]
+        # three processes at 1× rows (the ratio's process-to-process spread is larger than the best-of-5 within one
+        # process: 0.935–0.987 on one machine), the median process reported; one at 4× rows for the RSS
+        ones = [run_json([CT, corpus, "--rows", str(rows), "--reps", "2" if Q else "5", "--out", "", "--json", "1"])[0]
+                for _ in range(rounds)]
+        ratios = [o["embed_s"] / o["cache_s"] for o in ones]
+        j = sorted(ones, key=lambda o: o["embed_s"] / o["cache_s"])[len(ones) // 2]
+        res = {1: j, 4: run_json([CT, corpus, "--rows", str(rows * 4), "--reps", "2" if Q else "5", "--out", "",
+                                  "--json", "1"])[0]}
         add(entry("cache_build", j["rows"] / j["cache_s"], j["rows"] / j["embed_s"], j["embed_s"] / j["cache_s"], 0.95,
                   "rows/s (reference: embedder only on the same rows)", dict(rows=j["rows"], dtype="float16",
                                                                             embedder="glove-100d"),
-                  1, "best of %d alternating runs each" % j["reps"], 0.0,
+                  1, "%d processes × best of %d alternating runs each; the median process" % (rounds, j["reps"]),
+                  spread(ratios),
                   extra=dict(maxrss_kb=j["maxrss_kb"], rows_4x=res[4]["rows"], rate_4x=res[4]["rows"] / res[4]["cache_s"],
-                             maxrss_kb_4x=res[4]["maxrss_kb"])))
+                             maxrss_kb_4x=res[4]["maxrss_kb"], process_ratios=[round(r, 3) for r in ratios])))
         add(entry("peak_rss_cache_build", res[4]["maxrss_kb"] / 1024, j["maxrss_kb"] / 1024,
                   j["maxrss_kb"] / res[4]["maxrss_kb"], "report", "MB peak RSS at 4× rows (reference: 1× rows; "
                   "ratio = 1× / 4×, 1.0 = flat)", dict(rows_1x=j["rows"], rows_4x=res[4]["rows"]), 1, "1 each", 0.0))
