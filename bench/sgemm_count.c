@@ -71,7 +71,7 @@ __attribute__((destructor)) static void report(void) {
   for (int i = 0; i < used; ++i) s += tab[i].s, fl += 2.0 * tab[i].m * tab[i].n * tab[i].k * tab[i].calls;
   fprintf(f, "total %.4f s, %.3f GFLOP, %.1f GFLOP/s, %d shapes\n", s, fl / 1e9, s > 0 ? fl / s / 1e9 : 0.0, used);
   for (int i = 0; i < used; ++i)
-    fprintf(f, "%c%c %5d %5d %5d calls %7ld  %.4f s  %.1f GFLOP/s faults %ld\n", tab[i].ta, tab[i].tb, tab[i].m,
+    fprintf(f, "%c%c %5d %5d %5d calls %7ld  %.6f s  %.1f GFLOP/s faults %ld\n", tab[i].ta, tab[i].tb, tab[i].m,
             tab[i].n, tab[i].k, tab[i].calls, tab[i].s,
             2.0 * tab[i].m * tab[i].n * tab[i].k * tab[i].calls / (tab[i].s > 0 ? tab[i].s : 1) / 1e9, tab[i].faults);
   if (p) fclose(f);
