@@ -199,7 +199,8 @@ def main():
             kept = [dict(e, from_earlier_run=e.get("from_earlier_run") or old["meta"]["git_revision"])
                     for e in old["entries"] if not any(e["name"].startswith(o.rstrip("s")) for o in only)]
             earlier = old["meta"].get("earlier_run") or {k: old["meta"][k] for k in (
-                "command", "git_revision", "load_average_start", "load_average_end", "wall_s")}
+                "command", "git_revision", "load_average_start", "load_average_end", "wall_s", "page_fault_us", "blas")
+                if k in old["meta"]}
         except (OSError, ValueError, KeyError):
             kept, earlier = [], None
 
@@ -624,9 +625,11 @@ def markdown(meta, entries):
     if meta.get("earlier_run"):
         er = meta["earlier_run"]
         L.append("- entries marked † come from earlier runs (each names its revision as `from_earlier_run` below); the "
-                 "full run they started from: `%s` at %s (load %s → %s, wall %.0f s); the lines above describe only this "
-                 "run" % (er["command"], er["git_revision"], " ".join(er["load_average_start"]),
-                                             " ".join(er["load_average_end"]), er["wall_s"]))
+                 "full run they started from: `%s` at %s (load %s → %s, wall %.0f s%s%s); the lines above describe only "
+                 "this run" % (er["command"], er["git_revision"], " ".join(er["load_average_start"]),
+                               " ".join(er["load_average_end"]), er["wall_s"],
+                               ", OpenBLAS core `%s`" % er["blas"]["core"] if er.get("blas") else "",
+                               ", page faults %.2f µs" % er["page_fault_us"] if "page_fault_us" in er else ""))
     L += ["",
          "| entry | value | reference | ratio | target | met | unit | runs | spread (daei / ref) |",
          "|---|---:|---:|---:|---:|---|---|---|---|"]
