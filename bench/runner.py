@@ -182,6 +182,16 @@ def main():
     # slow (page_fault_us) a process's step time then wanders by ±30 % from one process to the next (bench/notes.md),
     # so the _glibc entries alternate five processes a side.
     glibc_rounds = 1 if Q else 5
+
+    def glibc_entry(name, daei_cmd, ref_cmd, sizes, steps):
+        """daei with DAEI_MALLOC=default against the reference (glibc's defaults): both sides on one allocator, the
+        implementations alone (daei's allocator setting decides the headline ratio where page faults are slow)."""
+        env_d = dict(ENV1, DAEI_MALLOC="default")
+        va, vb, ra, rb = alternate(lambda: run_json(daei_cmd, env_d)[0], lambda: run_json(ref_cmd)[0], glibc_rounds)
+        add(entry(name, med(va), med(vb), med(vb) / med(va), 1.0, "s/step, DAEI_MALLOC=default (ratio = reference/daei)",
+                  sizes, 1, "%d processes × %d steps each side" % (glibc_rounds, steps), spread(va), spread(vb),
+                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
+                             pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
     tmp = tempfile.mkdtemp(prefix="daei-bench-")
     mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
              ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
@@ -250,15 +260,8 @@ def main():
                   S1, 1, "%d processes × %d steps each side" % (rounds, st1), spread(va), spread(vb),
                   extra=dict(maxrss_kb=max(r["maxrss_kb"] for r in ra))))
         # The same with glibc's own malloc settings on daei's side too (issue 24 item 1): both sides on one allocator.
-        env_d = dict(ENV1, DAEI_MALLOC="default")
-        va, vb, ra, rb = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")), env_d)[0],
-                                   lambda: [j for j in run_json([PY, "bench/sure_reference.py", "--only", "hutchinson"]
-                                                                + kv(dict(S1, steps=st1)))][0], glibc_rounds)
-        add(entry("stage1_sure_step_glibc", med(va), med(vb), med(vb) / med(va), 1.0,
-                  "s/step, DAEI_MALLOC=default (ratio = reference/daei)", S1, 1,
-                  "%d processes × %d steps each side" % (glibc_rounds, st1), spread(va), spread(vb),
-                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
-                             pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
+        glibc_entry("stage1_sure_step_glibc", [B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")),
+                    [PY, "bench/sure_reference.py", "--only", "hutchinson"] + kv(dict(S1, steps=st1)), S1, st1)
 
     # 9. SURE variants at equal K: time of a training step (same sizes) and the variance of the estimate
     def e9():
@@ -313,17 +316,8 @@ def main():
                   spread(rate), spread(mm), extra=dict(python_step_rate_gflops=med(rate_ref) / 1e9,
                                                        python_ratio=med(rate_ref) / med(mm))))
         flop["mm"] = med(mm)
-        # Both sides on glibc's own allocator settings, as stage1_sure_step_glibc: the implementations alone, without
-        # daei's allocator setting (which decides the ratio where page faults are slow; page_fault_us in the header).
-        env_d = dict(ENV1, DAEI_MALLOC="default")
-        va, vb, ra, rb = alternate(lambda: run_json([B, "t5-step"] + cpp2(dict(S2, steps=st2)), env_d)[0],
-                                   lambda: run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)))[0],
-                                   glibc_rounds)
-        add(entry("stage2_step_glibc", med(va), med(vb), med(vb) / med(va), 1.0,
-                  "s/step, DAEI_MALLOC=default (ratio = reference/daei)", S2, 1,
-                  "%d processes × %d steps each side" % (glibc_rounds, st2), spread(va), spread(vb),
-                  extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
-                             pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
+        glibc_entry("stage2_step_glibc", [B, "t5-step"] + cpp2(dict(S2, steps=st2)),
+                    [PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)), S2, st2)
     guarded("stage2_step", e2)
 
     # Issue 24 item 2: the T5 step's fused kernels one at a time (bench_entries t5-levers: one process, one model,
