@@ -10,7 +10,10 @@ import sys
 import torch
 
 torch.set_num_threads(1)
-lib = ctypes.CDLL("libopenblas.so.0")
+try:
+    lib = ctypes.CDLL("libopenblas.so.0")
+except OSError as e:
+    sys.exit("gemm_check: this checks OpenBLAS's kernels, and libopenblas.so.0 does not load: %s" % e)
 lib.openblas_get_corename.restype = ctypes.c_char_p
 g = torch.Generator().manual_seed(0)
 worst, cases = 0.0, 0

@@ -5,11 +5,20 @@ import sys
 
 
 def load(path):
-    shapes = {}
-    for line in open(path).read().splitlines()[1:]:
-        f = line.split()
-        shapes[(f[0], int(f[1]), int(f[2]), int(f[3]))] = (int(f[5]), float(f[6]), int(f[-1]))
-    return shapes
+    """{(op, M, N, K): (calls, seconds, faults)}; a missing or damaged report ends the program in one line."""
+    try:
+        lines = open(path).read().splitlines()
+        if not lines or not lines[0].startswith("total "):
+            raise ValueError("no 'total' line first")
+        shapes = {}
+        for n, line in enumerate(lines[1:], 2):
+            f = line.split()
+            if len(f) != 12 or f[4] != "calls" or f[10] != "faults":
+                raise ValueError("line %d is not a shape line: %r" % (n, line[:80]))
+            shapes[(f[0], int(f[1]), int(f[2]), int(f[3]))] = (int(f[5]), float(f[6]), int(f[11]))
+        return shapes
+    except (OSError, ValueError) as e:
+        sys.exit("sgemm_compare: %s: %s" % (path, e))
 
 
 def flop(shape, calls):
@@ -17,8 +26,12 @@ def flop(shape, calls):
 
 
 def main():
+    if len(sys.argv) not in (3, 4):
+        sys.exit(__doc__.strip())
     a, b = load(sys.argv[1]), load(sys.argv[2])
-    rows = int(sys.argv[3]) if len(sys.argv) > 3 else 30
+    rows = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else 30 if len(sys.argv) == 3 else None
+    if rows is None:
+        sys.exit("sgemm_compare: ROWS must be a whole number, not %r" % sys.argv[3])
     for name, d in (("daei", a), ("reference", b)):
         print("%-9s %8.3f s in sgemm_, %6d calls, %7.1f GFLOP, %7d faults" % (
             name, sum(v[1] for v in d.values()), sum(v[0] for v in d.values()),

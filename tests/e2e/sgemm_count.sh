@@ -32,3 +32,16 @@ if not m or abs(float(m.group(2)) - round(want, 3)) > 1e-3:
 print("sgemm_count: %d shapes, %d failures" % (len(rows), fails))
 sys.exit(1 if fails else 0)
 PY
+rc=$?
+# hostile inputs: a damaged report, a missing one, an unwritable output path: one line each, no traceback
+printf 'total 1 s, 1 GFLOP, 1 GFLOP/s, 1 shapes\nNN 1 2\n' > "$t/bad.txt"
+for args in "$t/bad.txt $t/bad.txt" "$t/missing.txt $t/bad.txt"; do
+  # shellcheck disable=SC2086
+  out=$(/usr/bin/python3 "$SRC/bench/sgemm_compare.py" $args 2>&1); st=$?
+  if [[ $st -ne 1 || $(printf '%s\n' "$out" | wc -l) -ne 1 || $out != sgemm_compare:* ]]; then
+    echo "FAIL: sgemm_compare $args: exit $st, want 1 and one line; got: $out"; rc=1
+  fi
+done
+out=$(SGEMM_COUNT_OUT=/nonexistent-dir/r.txt LD_PRELOAD="$t/shim.so" /usr/bin/python3 -c 'import torch; torch.mm(torch.randn(4, 4), torch.randn(4, 4))' 2>&1)
+[[ $out == "sgemm_count: cannot write /nonexistent-dir/r.txt; no report" ]] || { echo "FAIL: unwritable report path: $out"; rc=1; }
+exit $rc
