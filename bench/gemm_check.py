@@ -7,6 +7,10 @@ times a small factor; a broken kernel gives 1e-2 or more). Exits 1 above 1e-5.""
 import ctypes
 import sys
 
+if sys.argv[1:] in (["-h"], ["--help"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
 import torch
 
 torch.set_num_threads(1)

@@ -26,6 +26,9 @@ def flop(shape, calls):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__.strip())
     a, b = load(sys.argv[1]), load(sys.argv[2])

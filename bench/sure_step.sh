@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The SURE step, daei (C++) vs the Python reference, one run, paper sizes; writes results/sure_step.md.
 #   bash bench/sure_step.sh [build dir]   (extra flags for both, e.g. STEPS=3)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}

@@ -5,6 +5,9 @@
 # eval/results.json without its timing and revision fields, the list of files written, and the trained weights.
 # Exit 0 when identical. (HDF5 shards differ byte-wise between any two runs, timestamps; their digests are in the
 # manifests, compared through results.json's inputs and the weights trained on them.)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 [[ $# == 2 ]] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
 # shellcheck source=tests/support/toy_config.sh

@@ -6,6 +6,9 @@
 # sentence-transformers directory (embedder.kind: t5, embedder.model: that folder) and final/report.json its test
 # recall@1. NP ranks (default 2) through launch/mpirun.sh; CONFIG overrides the config file.
 #   bash launch/contextual_embedder.sh            (about 15 min of training on 2 cores, plus the data steps)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${CONFIG:-configs/contextual-embedder.yaml}

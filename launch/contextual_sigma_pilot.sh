@@ -7,6 +7,9 @@
 # 0.15 below the clean inverter's (0.10, the issue's floor, plus 0.05 for the corrector, which narrows the gap: the
 # study's "noise costs" is clean-to-clean − noisy-vec2text). The grid is walked upwards and the walk stops at the first
 # σ that meets the rule (ALL=1 runs the whole grid). σ 0.04, the earlier study's, cost −0.010 F1 on the test split.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${NP:-2}

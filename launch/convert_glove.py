@@ -35,6 +35,9 @@ def sha256_file(path):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) != 3:
         fail("usage: convert_glove.py INPUT.json|- OUTDIR")
     src, out = sys.argv[1], sys.argv[2]

@@ -8,6 +8,9 @@
 #   SIGMAS="0.04" REGIMES="many" bash launch/dae_regimes.sh   (a subset)
 #   REGIMES="few many many-dae21k": the third regime trains only dae-only again, on the many-epoch run's 1,250 rows but
 #   with the few-epoch run's DAE (the DAE trained on 1,250 rows does not generalise: results/dae_regimes.md)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${DAEI:-build/daei}

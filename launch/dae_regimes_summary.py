@@ -21,6 +21,9 @@ def curves(path):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        sys.exit(0)
     out, rows = sys.argv[1], []
     for spec in sys.argv[2:]:
         regime, sigma, run = spec.split(":", 2)

@@ -6,6 +6,9 @@
 # Every setting starts from CONFIG (the config the run was made with), never from RUN/config.yaml: `daei eval`
 # saves its resolved config there, so reading it back would carry one setting's keys into the next (it did, in the
 # first version of this script). Each setting names every decoding key it needs relative to `off`.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${RUN:-runs/quickstart}

@@ -7,6 +7,9 @@
 # same setting, so every setting gets the same wall time, not the same steps. Corpus and caches are built once
 # (runs/frontier-data) and linked into every setting's run directory. Results: runs/frontier-NAME/eval/results.json;
 # the summary table goes to stdout.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN=$1; shift

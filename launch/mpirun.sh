@@ -15,6 +15,9 @@
 # Stopping: USR1 or TERM to this script asks the ranks to checkpoint at the next step and exit 75 ("run again to
 # resume"); both reach mpirun as USR1, which it forwards to the ranks. Sending TERM to mpirun itself would make it
 # kill the ranks a few seconds later instead (open-mpi/ompi#12149). Ctrl-C (INT) ends the run without a checkpoint.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dry=0

@@ -5,6 +5,9 @@
 # to runs/quickstart-per-text with embedder.noise_mode per_text and its evaluation caches rebuilt (every query of a
 # text, the evaluated texts' own included, answers with that text's noise); training is unchanged, since every
 # training text and hypothesis is queried once. Writes results/noise_mode.{md,json}.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${RUN:-runs/quickstart}

@@ -8,6 +8,9 @@
 # paper's protocol keeps its checkpoint of best held-out BLEU (stage3.select_by), the threat model's the last one. The contextual embedder is
 # trained first by launch/contextual_embedder.sh (runs/contextual-embedder/embedder/final/st). Then
 # `python3 launch/paper_gap_summary.py` writes results/paper_gap.{md,json}.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${NP:-2}

@@ -8,6 +8,9 @@
 #               auto: the scratch arm's time less the generator's, at the scratch arm's steps a second)
 # Prints both arms' wall times, held-out CE curves and test scores; writes results/pretrain_check.json.
 #   bash launch/pretrain_check.sh      (after launch/dae_regimes.sh; about 20 min on 2 cores)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${DAEI:-build/daei}

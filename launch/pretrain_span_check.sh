@@ -12,6 +12,9 @@
 #         the span arm).
 # Prints CPU times, held-out CE and test scores; writes results/pretrain_span_check.json.
 #   bash launch/pretrain_span_check.sh     (after launch/pretrain_check.sh; about 15 min on 2 quiet cores)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${DAEI:-build/daei}

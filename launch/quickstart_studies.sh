@@ -7,6 +7,9 @@
 #            rows round by round against the queries they cost
 #   launch/quickstart_studies.sh heads|k
 # Output: runs/qs-*/eval/{results,per_round}.{json,md}; a summary on stdout.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=build/daei

@@ -3,6 +3,9 @@
 # tokenizer (linked), then cmp of the two final models. Written for issue 26 item 11 (gradients accumulated in the
 # reducer's buckets must train exactly as gradients copied into them). About 1 minute after launch/quickstart.sh.
 #   bash launch/reducer_bitwise_check.sh OLD_DAEI NEW_DAEI
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -eq 2 ]] || { echo "usage: $0 OLD_DAEI NEW_DAEI"; exit 2; }

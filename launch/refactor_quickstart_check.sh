@@ -2,6 +2,9 @@
 # The quickstart's first steps (corpus, caches, stage 1, stage 2, noisy-inverter) with two binaries, compared byte for
 # byte (about 25 min a binary on 2 cores):   launch/refactor_quickstart_check.sh OLD_BINARY NEW_BINARY
 # Run directories: runs/qs-old, runs/qs-new (same config and seed).
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 [[ $# == 2 ]] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
 cd "$(dirname "$0")/.."

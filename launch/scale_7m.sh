@@ -5,6 +5,9 @@
 # a stage-2 epoch's data time; the same stages on the quickstart's 192 k rows, so that only the corpus size differs.
 # Needs the quickstart run (runs/quickstart: its caches and tokenizer). Writes runs/scale-7m/measure/scale.json.
 #   bash launch/scale_7m.sh            (after launch/quickstart.sh)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=build/daei

@@ -5,6 +5,9 @@
 #   bash launch/scale_memory.sh                 (after launch/quickstart.sh and launch/scale_7m.sh)
 #   BUFFER_MB=16 bash launch/scale_memory.sh    (a read buffer that both corpora fill: only the corpus size differs)
 #   DAEI=/path/to/daei TAG=before bash launch/scale_memory.sh   (another binary; runs/scale-memory-16mb-before)
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${DAEI:-build/daei}

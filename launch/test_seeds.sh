@@ -3,6 +3,9 @@
 # with DAEI_TEST_SEED=SEED, which moves every seed of the tests that train a model (tests/support/test_seed.h).
 # A test that passes under seed 0 (CI) but fails here claims more than its method guarantees. Needs a build
 # (launch/test.sh builds); GTEST_FILTER narrows the unit tests. Writes one summary line per seed.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
