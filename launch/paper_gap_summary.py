@@ -122,12 +122,80 @@ def fmt_v(v):
     return f"{v['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] {tag}"
 
 
+def isolated_switches(emb, T, P, best):
+    """The switches the runs isolate for one embedder, from the test rows of its threat (T) and paper (P) runs."""
+    iso = []
+
+    def d(x, y, m):
+        return x[m] - y[m]
+
+    for m in ("token_f1", "bleu"):
+        if best is not None and "joint-no-corrector" in P and "joint-no-corrector" in T:
+            iso.append((emb, m, "stage 3 kept at its best held-out BLEU (step %d) instead of its last step "
+                                "(joint-no-corrector: paper − threat)" % best["step"],
+                        d(P["joint-no-corrector"], T["joint-no-corrector"], m)))
+        if "daei-clean-hyp" in T and "daei" in T:
+            iso.append((emb, m, "clean hypotheses at evaluation alone (threat run: daei-clean-hyp − daei)",
+                        d(T["daei-clean-hyp"], T["daei"], m)))
+        if not P:
+            continue
+        if "noisy-inverter" in P and "noisy-inverter" in T:
+            iso.append((emb, m, "the baseline's budget alone on its inverter (noisy-inverter: paper − threat)",
+                        d(P["noisy-inverter"], T["noisy-inverter"], m)))
+        if "noisy-vec2text" in P and "noisy-vec2text" in T:
+            iso.append((emb, m, "budget + fresh corrector + 10 rounds beam 3 on noisy-vec2text (paper − threat)",
+                        d(P["noisy-vec2text"], T["noisy-vec2text"], m)))
+        if "dae-corrected" in P and "dae-corrected" in T:
+            iso.append((emb, m, "fresh corrector + 10 rounds beam 3 on dae-corrected (paper − threat; same "
+                                "inverter and hypotheses)", d(P["dae-corrected"], T["dae-corrected"], m)))
+        if "daei" in P and "daei" in T:
+            iso.append((emb, m, "fresh corrector + clean hypotheses + 10 rounds beam 3 on daei (paper − threat)",
+                        d(P["daei"], T["daei"], m)))
+        rows = ("daei", "joint-no-corrector", "dae-corrected", "dae-only")
+        if all(k in P for k in rows) and all(k in T for k in rows):
+            # Each corrected row against its own round 0, so that stage 3's selection (in joint-no-corrector) and the
+            # corrector switches (in dae-corrected − dae-only) both drop out (issue 46's review).
+            iso.append((emb, m, "clean hypotheses in training and evaluation, net of the corrector switches and of "
+                                "stage 3's selection (((daei − joint-no-corrector) − (dae-corrected − dae-only)) "
+                                "paper − threat)",
+                        (d(P["daei"], P["joint-no-corrector"], m) - d(P["dae-corrected"], P["dae-only"], m))
+                        - (d(T["daei"], T["joint-no-corrector"], m) - d(T["dae-corrected"], T["dae-only"], m))))
+    return iso
+
+
+def switches_md(iso):
+    md = ["\n### Switches isolated by the runs (differences of means, test split)\n",
+          "| embedder | metric | switch | difference |\n|---|---|---|---|"]
+    return md + [f"| {e} | {m} | {s} | {v:+.4f} |" for e, m, s, v in iso]
+
+
+def rederive(path):
+    """Recompute the isolated switches of a committed summary from its own rows (no run directories needed)."""
+    out = json.load(open(path + ".json"))
+    C = out["conditions"]
+    iso = []
+    for emb in ("glove", "contextual"):
+        if f"{emb}-threat" not in C:
+            continue
+        P = C.get(f"{emb}-paper", {})
+        iso += isolated_switches(emb, C[f"{emb}-threat"]["rows"], P.get("rows", {}), P.get("stage3_selected"))
+    out["isolated_switches"] = [{"embedder": e, "metric": m, "switch": s, "diff": v} for e, m, s, v in iso]
+    with open(path + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print("\n".join(switches_md(iso)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default="runs")
     ap.add_argument("--out", default="results/paper_gap")
     ap.add_argument("--pilot", nargs="+", metavar="SIGMA", help="the σ pilot's table instead of the study's")
+    ap.add_argument("--rederive", action="store_true",
+                    help="recompute the isolated switches of the committed results/paper_gap.json from its rows")
     a = ap.parse_args()
+    if a.rederive:
+        return rederive(COMMITTED)
     if a.pilot:
         for x in a.pilot:
             try:
@@ -217,46 +285,14 @@ def main():
         th, pa = load(a.runs, emb, "threat"), load(a.runs, emb, "paper")
         if th is None:
             continue
-        T = th["splits"]["test"]["systems"]
-        P = pa["splits"]["test"]["systems"] if pa else {}
-
-        def d(x, y, m):
-            return x[m] - y[m]
-
-        best = stage3_best(a.runs, emb) if P else None
+        best = stage3_best(a.runs, emb) if pa else None
         if best is not None:
             out["conditions"][f"{emb}-paper"]["stage3_selected"] = best
-        for m in ("token_f1", "bleu"):
-            if best is not None and "joint-no-corrector" in P and "joint-no-corrector" in T:
-                iso.append((emb, m, "stage 3 kept at its best held-out BLEU (step %d) instead of its last step "
-                                    "(joint-no-corrector: paper − threat)" % best["step"],
-                            d(P["joint-no-corrector"], T["joint-no-corrector"], m)))
-            if "daei-clean-hyp" in T and "daei" in T:
-                iso.append((emb, m, "clean hypotheses at evaluation alone (threat run: daei-clean-hyp − daei)",
-                            d(T["daei-clean-hyp"], T["daei"], m)))
-            if P:
-                if "noisy-inverter" in P and "noisy-inverter" in T:
-                    iso.append((emb, m, "the baseline's budget alone on its inverter (noisy-inverter: paper − threat)",
-                                d(P["noisy-inverter"], T["noisy-inverter"], m)))
-                if "noisy-vec2text" in P and "noisy-vec2text" in T:
-                    iso.append((emb, m, "budget + fresh corrector + 10 rounds beam 3 on noisy-vec2text (paper − threat)",
-                                d(P["noisy-vec2text"], T["noisy-vec2text"], m)))
-                if "dae-corrected" in P and "dae-corrected" in T:
-                    iso.append((emb, m, "fresh corrector + 10 rounds beam 3 on dae-corrected (paper − threat; same "
-                                        "inverter and hypotheses)", d(P["dae-corrected"], T["dae-corrected"], m)))
-                if "daei" in P and "daei" in T:
-                    iso.append((emb, m, "fresh corrector + clean hypotheses + 10 rounds beam 3 on daei (paper − threat)",
-                                d(P["daei"], T["daei"], m)))
-                if all(k in P for k in ("daei", "dae-corrected")) and all(k in T for k in ("daei", "dae-corrected")):
-                    iso.append((emb, m, "clean hypotheses in training and evaluation, net of the corrector switches "
-                                        "((daei − dae-corrected) paper − threat)",
-                                d(P["daei"], P["dae-corrected"], m) - d(T["daei"], T["dae-corrected"], m)))
+        iso += isolated_switches(emb, th["splits"]["test"]["systems"], pa["splits"]["test"]["systems"] if pa else {},
+                                 best)
     out["isolated_switches"] = [{"embedder": e, "metric": m, "switch": s, "diff": v} for e, m, s, v in iso]
     if iso:
-        md.append("\n### Switches isolated by the runs (differences of means, test split)\n")
-        md.append("| embedder | metric | switch | difference |\n|---|---|---|---|")
-        for e, m, s, v in iso:
-            md.append(f"| {e} | {m} | {s} | {v:+.4f} |")
+        md += switches_md(iso)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out + ".json", "w") as f:
         json.dump(out, f, indent=1)
