@@ -3,12 +3,10 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <tuple>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "build_info.h"
@@ -22,6 +20,7 @@
 #include "eval/clean_cache.h"
 #include "dist/communicator.h"
 #include "eval/dae_table.h"
+#include "eval/floors.h"
 #include "eval/metrics.h"
 #include "eval/per_round.h"
 #include "eval/systems.h"
@@ -60,44 +59,15 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
     s.ci[k] = {ci.lo, ci.hi};
   }
   s.mean["queries_per_text"] = run.queries.empty() ? 0.0 : metrics::mean(run.queries);
-  double repeats = 0;
-  for (const auto& t : run.texts) repeats += repeats_a_token(t, 4) ? 1.0 : 0.0;
-  s.mean["repeat4"] = run.texts.empty() ? 0.0 : repeats / static_cast<double>(run.texts.size());
-  double loops = 0;
-  for (const auto& t : run.texts) loops += has_short_loop(t) ? 1.0 : 0.0;
-  s.mean["loops"] = run.texts.empty() ? 0.0 : loops / static_cast<double>(run.texts.size());
+  s.index_queries = run.index_queries;
+  const TextShape shape = text_shape(run.texts, refs);
+  s.mean["distinct"] = shape.distinct;
+  s.mean["top_template"] = shape.top_template;
+  s.template_ngram = shape.template_ngram;
+  s.mean["loops"] = shape.loops;
+  s.mean["artefacts"] = shape.artefacts;
+  s.mean["repeat4"] = shape.repeat4;
   return s;
-}
-
-bool has_short_loop(const std::string& text, int max_phrase) {
-  std::vector<std::string> w;
-  std::string cur;
-  for (const unsigned char c : text) {
-    if (std::isalnum(c) || c == '\'' || c >= 0x80) {
-      cur.push_back(static_cast<char>(std::tolower(c)));
-    } else if (!cur.empty()) {
-      w.push_back(std::move(cur));
-      cur.clear();
-    }
-  }
-  if (!cur.empty()) w.push_back(std::move(cur));
-  const int64_t n = static_cast<int64_t>(w.size());
-  for (int64_t k = 1; k <= max_phrase; ++k)
-    for (int64_t i = 0; i + 2 * k <= n; ++i)
-      if (std::equal(w.begin() + i, w.begin() + i + k, w.begin() + i + k)) return true;
-  return false;
-}
-
-bool repeats_a_token(const std::string& text, int times) {
-  std::istringstream in(text);
-  std::string prev, w;
-  int run = 0;
-  while (in >> w) {
-    run = w == prev ? run + 1 : 1;
-    if (run >= times) return true;
-    prev = w;
-  }
-  return false;
 }
 
 int64_t cut_before_embedding(EvalSplit& split, const SpmTokenizer& tok, int64_t max_length, const CleanNoisyFn& query) {
@@ -204,6 +174,67 @@ std::string fmt_ci(double m, const std::pair<double, double>& ci) {
   return fmt::format("{:.3f} [{:.3f}, {:.3f}]", m, ci.first, ci.second);
 }
 
+// What the floor rows are and what the shape columns count, with each row's top template (rank 0, one split).
+std::string shape_legend(const std::map<std::string, SystemScores>& scores, const std::vector<SystemSpec>& systems) {
+  std::string md;
+  if (scores.count("floor-constant"))
+    md += fmt::format("\nFloors: `floor-constant` returns \"{}\" for every text (the word set of best mean token F1 "
+                      "on the attacker's training texts, chosen greedily, never on the evaluated texts); "
+                      "`floor-retrieval` returns the training text whose answer from the black box is nearest to y "
+                      "(cosine), its index the train cache's {:.0f} answers, the same queries every trained row "
+                      "learnt from. A row is a recovery only where it is above both.\n",
+                      scores.at("floor-constant").recovered.empty() ? std::string()
+                                                                     : scores.at("floor-constant").recovered.front(),
+                      scores.count("floor-retrieval") ? scores.at("floor-retrieval").index_queries : 0.0);
+  md += "\ndistinct: share of distinct recoveries; top template: share holding the most common word 3-gram that "
+        "their own truth lacks; loops: a word or a phrase of up to 8 words immediately repeated; artefacts: a word "
+        "followed by a case or spacing variant of itself (\"The the\", \"thethe\"). Top templates: ";
+  std::vector<std::string> parts;
+  for (const auto& sys : systems)
+    if (const auto& s = scores.at(sys.name); !s.template_ngram.empty())
+      parts.push_back(fmt::format("{} \"{}\"", sys.name, s.template_ngram));
+  md += (parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, "; "))) + ".\n";
+  return md;
+}
+
+// Every row against both floors, paired on the same texts: the JSON list and the markdown table.
+std::pair<json, std::string> floor_verdicts(std::map<std::string, SystemScores>& scores,
+                                            const std::vector<SystemSpec>& systems, const EvalOptions& opt) {
+  json out = json::array();
+  if (!scores.count("floor-retrieval") || !scores.count("floor-constant")) return {out, ""};
+  std::string md = "\nAbove the floors (paired bootstrap on the same texts; \"above\" = the token-F1 interval "
+                   "against both floors lies above 0):\n\n| system | token F1 − floor-retrieval | BLEU − floor-retrieval "
+                   "| token F1 − floor-constant | above both |\n|---|---|---|---|---|\n";
+  for (const auto& sys : systems) {
+    if (sys.floor) continue;
+    auto& a = scores.at(sys.name);
+    json j{{"system", sys.name}};
+    std::string cells;
+    bool above = true, paired = true;
+    for (const auto& [floor, metric] : std::vector<std::pair<std::string, std::string>>{
+             {"floor-retrieval", "token_f1"}, {"floor-retrieval", "bleu"}, {"floor-constant", "token_f1"}}) {
+      const auto& f = scores.at(floor);
+      const auto& va = metric == "bleu" ? a.bleu : a.token_f1;
+      const auto& vb = metric == "bleu" ? f.bleu : f.token_f1;
+      if (va.size() != vb.size()) {  // a row run on the first texts only: not paired
+        paired = false;
+        break;
+      }
+      const double diff = metrics::mean(va) - metrics::mean(vb);
+      const auto ci = metrics::paired_bootstrap_diff(va, vb, static_cast<int>(opt.bootstrap), opt.seed);
+      j[floor + "/" + metric] = {{"diff", diff}, {"ci", {ci.lo, ci.hi}}};
+      if (metric == "token_f1") above = above && ci.lo > 0;
+      cells += fmt::format(" {:+.4f} [{:+.4f}, {:+.4f}] |", diff, ci.lo, ci.hi);
+    }
+    if (!paired) continue;
+    j["above_both"] = above;
+    out.push_back(j);
+    md += fmt::format("| {}{} |{} {} |\n", sys.name, sys.reference ? " (reference)" : "", cells,
+                      above ? "**yes**" : "no");
+  }
+  return {out, md};
+}
+
 // The tables and files of an evaluation from every system's recoveries (rank 0).
 void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<SystemSpec>& systems,
                    const std::vector<EvalSplit>& splits, const std::vector<std::vector<SystemRun>>& runs,
@@ -248,6 +279,7 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
       if (!run.round_texts.empty())
         per_round["splits"][split.name][sys.name] = score_rounds(split, refs, run, embed_clean, opt);
       scores[sys.name].reference = sys.reference;
+      scores[sys.name].floor = sys.floor;
       LOG_INFO("[eval] {} / {}: BLEU {:.4f} token F1 {:.4f} cos {:.4f} ({:.1f} s)", split.name, sys.name,
                scores[sys.name].mean["bleu"], scores[sys.name].mean["token_f1"], scores[sys.name].mean["cos"],
                seconds[si][i]);
@@ -255,7 +287,8 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
     json js{{"n", static_cast<int64_t>(split.texts.size())}, {"sigma", split.sigma}, {"systems", json::object()}};
     if (cut_rows.count(split.name)) js["cut_before_embedding"] = cut_rows.at(split.name);
     md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text | "
-                      "loops | repeats ≥ 4 |\n|---|---|---|---|---|---|---|---|---|\n",
+                      "distinct | top template | loops ≤ 8 | artefacts | repeats ≥ 4 |\n"
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                       split.name, split.texts.size());
     for (const auto& sys : systems) {
       const auto& s = scores.at(sys.name);
@@ -263,18 +296,30 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
       for (const auto& [k, v] : s.mean) j[k] = v;
       for (const auto& [k, v] : s.ci) j[k + "_ci"] = {v.first, v.second};
       j["reference"] = s.reference;
+      j["template_ngram"] = s.template_ngram;
+      if (s.floor) j["floor"] = true;
+      if (s.index_queries > 0) j["index_queries"] = s.index_queries;
       const int64_t n_sys = static_cast<int64_t>(s.recovered.size());
       if (n_sys < static_cast<int64_t>(split.texts.size())) j["n"] = n_sys;  // run on the first n texts only
       js["systems"][sys.name] = j;
       const std::string subset = n_sys < static_cast<int64_t>(split.texts.size())
                                      ? fmt::format(" (first {} texts)", n_sys) : std::string();
-      md += fmt::format("| {}{}{} | {} | {} | {} | {:.3f} | {} | {:.1f} | {:.1f} % | {:.1f} % |\n", sys.name,
-                        s.reference ? " (reference)" : "", subset, fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")),
-                        fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
+      const std::string queries = s.index_queries > 0
+                                      ? fmt::format("{:.1f} + {:.0f} once", s.mean.at("queries_per_text"), s.index_queries)
+                                      : fmt::format("{:.1f}", s.mean.at("queries_per_text"));
+      md += fmt::format("| {}{}{}{} | {} | {} | {} | {:.3f} | {} | {} | {:.1f} % | {:.1f} % | {:.1f} % | {:.1f} % | "
+                        "{:.1f} % |\n",
+                        sys.name, s.reference ? " (reference)" : "", s.floor ? " (floor)" : "", subset,
+                        fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")), fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
                         fmt_ci(s.mean.at("rouge_l"), s.ci.at("rouge_l")), s.mean.at("exact"),
-                        fmt_ci(s.mean.at("cos"), s.ci.at("cos")), s.mean.at("queries_per_text"),
-                        100.0 * s.mean.at("loops"), 100.0 * s.mean.at("repeat4"));
+                        fmt_ci(s.mean.at("cos"), s.ci.at("cos")), queries, 100.0 * s.mean.at("distinct"),
+                        100.0 * s.mean.at("top_template"), 100.0 * s.mean.at("loops"), 100.0 * s.mean.at("artefacts"),
+                        100.0 * s.mean.at("repeat4"));
     }
+    md += shape_legend(scores, systems);
+    const auto above = floor_verdicts(scores, systems, opt);
+    js["floor_verdicts"] = above.first;
+    md += above.second;
     if (ctx.daei_clean_hypotheses && scores.count("daei"))
       md += "\n`daei` (reference): **outside the threat model** — the paper's protocol (`protocol.clean_hypotheses`): "
             "its corrector was trained on, and corrects with, CLEAN embeddings of its hypotheses, as DAEI's public "
@@ -347,7 +392,8 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
         samples_md += fmt::format("\n**{}.** {}\n\n", i + 1, refs[i]);
         for (const auto& sys : systems)
           if (const auto& rec = scores.at(sys.name).recovered; i < static_cast<int64_t>(rec.size()))
-            samples_md += fmt::format("- `{}`: {}{}\n", sys.name, rec[i], has_short_loop(rec[i]) ? " *(loops)*" : "");
+            samples_md += fmt::format("- `{}`: {}{}{}\n", sys.name, rec[i], has_short_loop(rec[i]) ? " *(loops)*" : "",
+                                      has_penalty_artefact(rec[i]) ? " *(artefact)*" : "");
       }
     }
   }
@@ -386,8 +432,10 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   opt.samples = cfg.integer("eval.samples");
 
   EvalContext ctx = make_eval_context(cfg, run_dir, &comm);
-  const auto systems = available_systems(ctx);
+  auto systems = available_systems(ctx);
   DAEI_CHECK(!systems.empty(), "eval: no trained system in {} (train stage 2 or a baseline first)", run_dir);
+  auto floors = floor_systems(cfg, ctx, run_dir);  // first in every table: what a row must beat
+  systems.insert(systems.begin(), floors.begin(), floors.end());
   std::vector<std::string> names;
   for (const auto& s : systems) names.push_back(s.name);
   LOG_INFO("[eval] systems: {} ({} rank{})", fmt::join(names, ", "), comm.size(), comm.size() == 1 ? "" : "s");

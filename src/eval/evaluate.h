@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include "eval/system_spec.h"
+#include "eval/text_shape.h"  // distinct, top template, loops, artefacts: columns of every table
 
 namespace daei {
 
@@ -35,11 +36,14 @@ struct EvalOptions {
 };
 
 struct SystemScores {
-  std::map<std::string, double> mean;  // bleu, token_f1, rouge_l, exact, cos, queries_per_text
+  std::map<std::string, double> mean;  // bleu, token_f1, rouge_l, exact, cos, queries_per_text, shape shares
   std::map<std::string, std::pair<double, double>> ci;
   std::vector<double> bleu, token_f1;  // per text (for paired verdicts)
   std::vector<std::string> recovered;
+  std::string template_ngram;  // the top template's 3-gram (text_shape.h)
+  double index_queries = 0;    // queries spent once before any text (SystemRun::index_queries)
   bool reference = false;
+  bool floor = false;
 };
 
 // Scores recovered texts against the truth (references: the truth truncated to the evaluation length, decoded);
@@ -48,12 +52,6 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
                           const CleanEmbedFn& embed_clean,
                           const EvalOptions& opt);
 
-// One token (whitespace-separated) repeated `times` or more times in a row ("an an an an ...").
-bool repeats_a_token(const std::string& text, int times);
-// A short loop: a word, or a phrase of up to `max_phrase` words, immediately repeated ("sudden sudden", "a b a b",
-// "the cat. the cat"). Words are runs of letters, digits and apostrophes (non-ASCII bytes count as letters), compared
-// without case; punctuation only separates them.
-bool has_short_loop(const std::string& text, int max_phrase = 3);
 
 // vec2text's rule (reference notes §4): the evaluated text is the text embedded. Each text of `split` longer than
 // max_length pieces of `tok` is replaced by its first max_length pieces, decoded, and queried again through

@@ -24,6 +24,8 @@ struct SystemRun {
   std::vector<std::vector<std::string>> round_texts;
   std::vector<std::vector<double>> round_queries;
   int64_t early_stop_round = -1;
+  // Queries spent once for every text before any is attacked (floor-retrieval's index: the train cache's answers).
+  double index_queries = 0;
 };
 // An inverter-only run: texts, no queries.
 inline SystemRun texts_run(std::vector<std::string> texts) {
@@ -35,6 +37,7 @@ struct SystemSpec {
   std::string name;
   bool reference = false;  // outside the threat model: labelled in every table
   std::function<SystemRun(const EvalSplit&)> recover;
+  bool floor = false;  // a floor (eval/floors.h): what a row must beat to count as a recovery
 };
 
 }  // namespace daei

@@ -43,8 +43,21 @@ t = r["splits"]["test"]
 assert t["n"] == 24, t["n"]
 want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
         "dae-only-continued", "clean-to-clean-corrected", "clean-to-noisy-corrected",
-        "joint-no-corrector", "daei", "daei-clean-hyp", "wiener-inverter"}
+        "joint-no-corrector", "daei", "daei-clean-hyp", "wiener-inverter", "floor-constant", "floor-retrieval"}
 assert set(t["systems"]) == want, sorted(t["systems"])
+# Issue 46: the floors. One string for every text (distinct 1/n, its 3-gram a template wherever a truth lacks it);
+# retrieval's index is the train cache (counted once); every other row paired against both floors.
+fc, fr = t["systems"]["floor-constant"], t["systems"]["floor-retrieval"]
+assert fc["floor"] and fr["floor"] and not fc["reference"] and not fr["reference"]
+assert abs(fc["distinct"] - 1 / 24) < 1e-12 and fc["queries_per_text"] == 0, fc
+assert fr["index_queries"] >= 500 and fr["queries_per_text"] == 0, fr
+fv = {v["system"]: v for v in t["floor_verdicts"]}
+assert set(fv) == want - {"floor-constant", "floor-retrieval"}, sorted(fv)
+for v in fv.values():
+    lo, hi = v["floor-retrieval/token_f1"]["ci"]
+    assert lo <= v["floor-retrieval/token_f1"]["diff"] <= hi and isinstance(v["above_both"], bool), v
+for s_ in t["systems"].values():
+    assert all(0 <= s_[k] <= 1 for k in ("distinct", "top_template", "loops", "artefacts")), s_
 for name, s in t["systems"].items():
     for k in ("bleu", "token_f1", "rouge_l", "cos"):
         lo, hi = s[k + "_ci"]

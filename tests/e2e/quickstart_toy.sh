@@ -23,6 +23,12 @@ table=$T/toy/eval/results.md
 n=$(wc -l <"$table")
 tail -n "$n" "$T/out.txt" | cmp -s - "$table" || { tail -5 "$T/out.txt"; fail "the output does not end with results.md"; }
 grep -E '^\| *daei *\|' "$table" >/dev/null || fail "no daei row in the printed table"
+# Issue 46: the floors and the shape columns in every table.
+for row in 'floor-constant (floor)' 'floor-retrieval (floor)'; do
+  grep -F "| $row |" "$table" >/dev/null || fail "no '$row' row in the printed table"
+done
+grep -F '| distinct | top template | loops ≤ 8 | artefacts |' "$table" >/dev/null || fail "no shape columns"
+grep -F 'Above the floors' "$table" >/dev/null || fail "no floor verdicts"
 # A second run resumes (every step complete) and prints the same table.
 CONFIG="$T/toy.yaml" NP=2 bash "$SRC/launch/quickstart.sh" >"$T/out2.txt" 2>&1 || fail "second run exited $?"
 tail -n "$n" "$T/out2.txt" | cmp -s - "$table" || fail "second run: the table differs"

@@ -304,7 +304,7 @@ TEST(MetricsBootstrap, EdgeCases) {
   EXPECT_DOUBLE_EQ(m::mean({1.0, 2.0, 4.0}), 7.0 / 3.0);
 }
 
-// Issue 34: the loop metric counts short loops (a word or a phrase of up to 3 words immediately repeated).
+// Issue 34, widened by issue 46: a loop is a word or a phrase of up to 8 words immediately repeated.
 TEST(Loops, ShortLoopsOnHandMadeStrings) {
   using daei::has_short_loop;
   EXPECT_TRUE(has_short_loop("a b a b"));
@@ -314,8 +314,12 @@ TEST(Loops, ShortLoopsOnHandMadeStrings) {
   EXPECT_TRUE(has_short_loop("the cat. The cat sat"));                         // across punctuation, any case
   EXPECT_TRUE(has_short_loop("x one two three one two three y"));
   EXPECT_FALSE(has_short_loop("a sudden occurrence of an uncontrollable condition"));
-  EXPECT_FALSE(has_short_loop("one two three four one two three four"));  // a 4-word phrase is longer than 3
-  EXPECT_TRUE(has_short_loop("one two three four one two three four", 4));
+  EXPECT_TRUE(has_short_loop("one two three four one two three four"));  // a 4-word cycle is a loop
+  EXPECT_FALSE(has_short_loop("one two three four one two three four", 3));  // beyond a shorter limit
+  EXPECT_TRUE(has_short_loop("the state of the union, the state of the union address"));  // 5 words
+  EXPECT_TRUE(has_short_loop("a b c d e f g h a b c d e f g h"));  // 8 words: the longest cycle counted
+  EXPECT_FALSE(has_short_loop("a b c d e f g h i a b c d e f g h i"));  // 9 words: longer than 8
+  EXPECT_TRUE(has_short_loop("a b c d e f g h i a b c d e f g h i", 9));
   EXPECT_FALSE(has_short_loop("a b c a b"));
   EXPECT_FALSE(has_short_loop(""));
   EXPECT_FALSE(has_short_loop(", , , ,"));  // no words
