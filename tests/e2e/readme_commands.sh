@@ -286,8 +286,9 @@ PY
       re=${re//\*/[a-z0-9_]+}
       re=$(sed -E 's/[A-Z]+/[a-z0-9_]+/g' <<<"$re")
       if grep -E "^$re\$" "$T/keys.txt" >/dev/null; then pass; else
-        near=$(grep -E "^${key%%.*}\." "$T/keys.txt" | sed -n 1,6p | tr '\n' ' ')
-        fail "$where: config key '$key' is not in the defaults (daei --dump-config)${near:+; that section has: $near...}"
+        near=""  # daei's own suggestion of the nearest key
+        [[ $key != *[A-Z*]* ]] && near=$("$D" --dump-config --set "$key=0" 2>&1 | grep -o "did you mean '[^']*'")
+        fail "$where: config key '$key' is not in the defaults (daei --dump-config)${near:+; $near?}"
         continue
       fi
       [[ -n $value && $key != *[A-Z*]* ]] && sets+=("$where" "$key=$value")
