@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "eval/evaluate.h"
 #include "eval/floors.h"
 #include "eval/metrics.h"
 #include "eval/text_shape.h"
@@ -106,4 +107,26 @@ TEST(TextShape, PenaltyArtefactsAndShares) {
   EXPECT_DOUBLE_EQ(s.artefacts, 0.25);
   EXPECT_DOUBLE_EQ(s.loops, 0.75);  // "The the" (loops compare without case), the 4-word cycle, "go go"
   EXPECT_DOUBLE_EQ(s.repeat4, 0.25);
+}
+
+// The table's own scoring (score_system): a constant system scores exactly the constant floor's mean token F1 and
+// distinct 1/n; a system that returns the truth scores token F1 1 and distinct 100 %.
+TEST(FloorScoring, ConstantAndTruthRowsThroughScoreSystem) {
+  daei::EvalSplit split;
+  split.name = "test";
+  split.texts = kTexts;
+  split.clean = torch::eye(5, 8);
+  split.noisy = split.clean.clone();
+  auto embed = [](const std::vector<std::string>& t) { return torch::ones({static_cast<int64_t>(t.size()), 8}); };
+  daei::EvalOptions opt;
+  opt.bootstrap = 50;
+  const auto c = daei::choose_constant_floor(kTexts);
+  const auto constant =
+      daei::score_system(split, kTexts, daei::texts_run(std::vector<std::string>(5, c.text)), embed, opt);
+  EXPECT_DOUBLE_EQ(constant.mean.at("token_f1"), c.mean_token_f1);
+  EXPECT_DOUBLE_EQ(constant.mean.at("distinct"), 0.2);
+  const auto truth = daei::score_system(split, kTexts, daei::texts_run(kTexts), embed, opt);
+  EXPECT_DOUBLE_EQ(truth.mean.at("token_f1"), 1.0);
+  EXPECT_DOUBLE_EQ(truth.mean.at("distinct"), 1.0);
+  EXPECT_DOUBLE_EQ(truth.mean.at("top_template"), 0.0);
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The contextual frontier (issue 46): the clean inverter (clean-to-clean, the reference that bounds every chain) on
+# the contextual embedder, one setting after another, each scored beside its floors on the test split; a table of
+# token F1 and BLEU against the CPU-hours each setting's training took.
+#   launch/contextual_frontier.sh NAME "SETS" [NAME "SETS" ...]
+#   e.g. launch/contextual_frontier.sh base "" steps3k "--set stage2.steps=3000"
+# SETS are `--set key=value` options on top of configs/contextual-replicate.yaml (CONFIG overrides it). Each setting
+# trains `daei train --stage clean-inverter` on NP ranks (default 2) and is evaluated with `daei eval` (the clean
+# rows, clean-to-noisy at the config's σ, floor-constant and floor-retrieval). The contextual embedder comes from
+# launch/contextual_embedder.sh (run first when missing). Corpus, tokenizer and the pretrain T5 are that run's (they
+# read the training texts alone, with the same config keys: the attacker's own `daei pretrain` would be the same
+# computation); the caches are built once in runs/ctxf-data. Each setting's run: runs/ctxf-NAME; rows of the table
+# in runs/ctxf-NAME.row (JSON); the summary: launch/contextual_frontier_summary.py.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONFIG=${CONFIG:-configs/contextual-replicate.yaml}
+NP=${NP:-2}
+D=${DAEI:-build/daei}
+E=runs/contextual-embedder
+DATA=runs/ctxf-data
+(($# >= 2 && $# % 2 == 0)) || { echo "usage: launch/contextual_frontier.sh NAME \"SETS\" [NAME \"SETS\" ...]" >&2; exit 2; }
+[[ -x $D ]] || bash launch/build.sh --target daei
+[[ -d $E/embedder/final/st ]] || DAEI=$D bash launch/contextual_embedder.sh
+if [[ ! -f $DATA/cache/test/clean/manifest.json ]]; then
+  mkdir -p "$DATA"
+  for d in corpus tokenizer pretrain; do [[ -e $DATA/$d ]] || ln -s "../contextual-embedder/$d" "$DATA/$d"; done
+  for s in train val test; do
+    bash launch/mpirun.sh "$NP" cache build --split "$s" --clean --config "$CONFIG" --set run.name=ctxf-data
+  done
+fi
+while (($# >= 2)); do
+  name=$1 sets=$2; shift 2
+  [[ $name =~ ^[a-z0-9-]+$ && $name != data ]] || { echo "bad setting name '$name'" >&2; exit 2; }
+  run=runs/ctxf-$name
+  mkdir -p "$run"
+  for d in corpus tokenizer pretrain cache; do [[ -e $run/$d ]] || ln -s "../ctxf-data/$d" "$run/$d"; done
+  t0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  bash launch/mpirun.sh "$NP" train --stage clean-inverter --resume --config "$CONFIG" $sets --set run.name=ctxf-$name \
+    >"$run.train.log" 2>&1 || { echo "[frontier] $name: training failed, see $run.train.log" >&2; continue; }
+  t1=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  bash launch/mpirun.sh "$NP" eval --config "$CONFIG" $sets --set run.name=ctxf-$name >"$run.eval.log" 2>&1 ||
+    { echo "[frontier] $name: eval failed, see $run.eval.log" >&2; continue; }
+  python3 - "$name" "$sets" "$t0" "$t1" "$NP" "$run" >"$run.row" <<'PY'
+import json, sys
+name, sets, t0, t1, np_, run = sys.argv[1:]
+cfg = open(f"{run}/config.yaml").read()
+print(json.dumps({"name": name, "sets": sets.strip(), "train_wall_s": float(t1) - float(t0), "ranks": int(np_),
+                  "results": f"{run}/eval/results.json", "config": f"{run}/config.yaml",
+                  "metrics": f"{run}/clean-inverter/metrics.jsonl"}))
+PY
+  echo "[frontier] $name done: $(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['splits']['test']['systems']; \
+print(' '.join(f'{k} F1 {v[\"token_f1\"]:.3f} BLEU {v[\"bleu\"]:.3f};' for k, v in r.items()))" "$run/eval/results.json")"
+done

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The contextual frontier's table (issue 46): every setting that launch/contextual_frontier.sh ran (runs/ctxf-*.row),
+clean-to-clean token F1 and BLEU against the CPU-hours of its training, beside the floors of the same evaluation.
+
+  python3 launch/contextual_frontier_summary.py [--runs runs] [--out results/contextual_frontier] [--command TEXT]
+
+Writes OUT.json and OUT.md. CPU-hours = training wall time x ranks (one core a rank on this machine)."""
+import argparse
+import glob
+import json
+import os
+import platform
+import subprocess
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def bf16_isa():
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    have = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    return ", ".join(have) if have else "none"
+
+
+def ci(v):
+    return f"{v[0]:.3f}, {v[1]:.3f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default="runs")
+    ap.add_argument("--out", default="results/contextual_frontier")
+    ap.add_argument("--command", default="launch/contextual_frontier.sh (see the rows' sets)")
+    a = ap.parse_args()
+    rows = []
+    for path in sorted(glob.glob(os.path.join(a.runs, "ctxf-*.row")), key=os.path.getmtime):
+        try:
+            row = json.loads(open(path).read())
+            res = json.load(open(row["results"]))
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"contextual_frontier_summary: {path}: {e}")
+        t = res["splits"]["test"]
+        S = t["systems"]
+        steps = None
+        try:
+            last = [json.loads(x) for x in open(row["metrics"]) if '"step"' in x]
+            steps = max(x["step"] for x in last) if last else None
+        except (OSError, ValueError):
+            pass
+        out = {"name": row["name"], "sets": row["sets"], "train_wall_s": row["train_wall_s"], "ranks": row["ranks"],
+               "cpu_hours": row["train_wall_s"] * row["ranks"] / 3600.0, "steps": steps, "n": t["n"],
+               "sigma": res.get("sigma"), "revision": res.get("revision"), "embedder": res.get("embedder"),
+               "rows": {}, "floor_verdicts": t.get("floor_verdicts", [])}
+        for k in ("clean-to-clean", "clean-to-noisy", "floor-constant", "floor-retrieval"):
+            if k in S:
+                out["rows"][k] = {m: S[k].get(m) for m in ("token_f1", "token_f1_ci", "bleu", "bleu_ci", "cos",
+                                                             "distinct", "top_template", "template_ngram", "loops",
+                                                             "artefacts")}
+        rows.append(out)
+    if not rows:
+        raise SystemExit("contextual_frontier_summary: no runs/ctxf-*.row (run launch/contextual_frontier.sh first)")
+    rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = {"command": a.command, "git_revision": rev, "machine": f"{cpu_model()}, {os.cpu_count()} cores, bf16 ISA: "
+            f"{bf16_isa()}", "total_train_wall_s": sum(r["train_wall_s"] for r in rows)}
+    json.dump({"header": head, "settings": rows}, open(a.out + ".json", "w"), indent=1)
+    md = [f"| setting | sets | steps | CPU-h | clean-to-clean F1 [95 %] | BLEU [95 %] | distinct | top template | "
+          f"clean-to-noisy F1 | floor-constant F1 | floor-retrieval F1 / BLEU | above both floors |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        R = r["rows"]
+        c = R.get("clean-to-clean", {})
+        n = R.get("clean-to-noisy", {})
+        fc = R.get("floor-constant", {})
+        fr = R.get("floor-retrieval", {})
+        above = next((v["above_both"] for v in r["floor_verdicts"] if v["system"] == "clean-to-clean"), None)
+        md.append(f"| {r['name']} | `{r['sets'] or '-'}` | {r['steps']} | {r['cpu_hours']:.3f} | "
+                  f"{c['token_f1']:.3f} [{ci(c['token_f1_ci'])}] | {c['bleu']:.3f} [{ci(c['bleu_ci'])}] | "
+                  f"{100 * c['distinct']:.0f} % | {100 * c['top_template']:.0f} % \"{c['template_ngram']}\" | "
+                  f"{n.get('token_f1', float('nan')):.3f} | {fc.get('token_f1', float('nan')):.3f} | "
+                  f"{fr.get('token_f1', float('nan')):.3f} / {fr.get('bleu', float('nan')):.3f} | "
+                  f"{'yes' if above else 'no'} |")
+    text = (f"`{head['command']}` · revision {rev} · {head['machine']} · training wall "
+            f"{head['total_train_wall_s'] / 60:.1f} min in all\n\n" + "\n".join(md) + "\n")
+    open(a.out + ".md", "w").write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
