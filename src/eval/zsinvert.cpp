@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "dist/communicator.h"
 #include "dist/share.h"
+#include "model/precision.h"
 #include "model/t5.h"
 #include "model/tokenizer_spm.h"
 
@@ -108,7 +109,7 @@ ZsGenerator t5_generator(std::shared_ptr<T5ModelImpl> t5, std::shared_ptr<const 
     h = h.gather(1, pos.view({n, 1, 1}).expand({n, 1, h.size(2)})).squeeze(1);  // (n, d)
     const bool tied = t5->cfg.tie_word_embeddings;
     if (tied) h = h * std::pow(static_cast<double>(t5->cfg.d_model), -0.5);
-    auto logits = torch::linear(h, tied ? t5->shared->weight : t5->lm_head->weight).to(torch::kFloat32);
+    auto logits = mp_linear(h, tied ? t5->shared->weight : t5->lm_head->weight).to(torch::kFloat32);
     return torch::log_softmax(logits, 1).cpu();
   };
   return g;

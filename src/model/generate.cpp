@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "model/precision.h"
 #include "model/t5.h"
 
 namespace daei {
@@ -107,6 +108,7 @@ GenerateOutput t5_greedy(T5ModelImpl& m, const torch::Tensor& e, const torch::Te
   check_inputs(m, e, mask, opt);
   DAEI_CHECK(opt.num_return_sequences == 1, "generate: greedy returns one sequence per input");
   torch::NoGradGuard ng;
+  Bf16WeightScope frozen;  // weights fixed while decoding: cast to bf16 once, not every step
   const int64_t B = e.size(0);
   auto enc = m.encode(e, mask);
   auto lopts = torch::TensorOptions().dtype(torch::kLong).device(e.device());
@@ -168,6 +170,7 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
                               const GenerateOptions& opt) {
   check_inputs(m, e, mask, opt);
   torch::NoGradGuard ng;
+  Bf16WeightScope frozen;  // weights fixed while decoding: cast to bf16 once, not every step
   const int64_t B = e.size(0), K = opt.num_beams, V = m.cfg.vocab_size, eos = m.cfg.eos_token_id;
   const int64_t pad = m.cfg.pad_token_id;
   auto enc = m.encode(e, mask).repeat_interleave(K, 0);

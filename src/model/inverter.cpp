@@ -8,6 +8,7 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "model/generate.h"
+#include "model/precision.h"
 #include "model/t5_kernels.h"
 
 namespace daei {
@@ -40,7 +41,7 @@ TokenLoss t5_token_loss(T5ModelImpl& t5, const at::Tensor& hidden, const at::Ten
   std::vector<at::Tensor> parts;
   for (int64_t i = 0; i < out.count; i += chunk) {
     const int64_t n = std::min(chunk, out.count - i);
-    auto logits = torch::linear(h.narrow(0, i, n), w).to(torch::kFloat);
+    auto logits = mp_linear(h.narrow(0, i, n), w).to(torch::kFloat);
     parts.push_back(at::cross_entropy_loss(logits, y.narrow(0, i, n), {}, at::Reduction::Sum, -100));
   }
   out.sum = parts.size() == 1 ? parts[0] : torch::stack(parts).sum();
@@ -65,7 +66,12 @@ EmbeddingTransformImpl::EmbeddingTransformImpl(int64_t d, int64_t dm, int64_t r,
 }
 
 at::Tensor EmbeddingTransformImpl::forward(const at::Tensor& e) {
-  return net->forward(e).reshape({e.size(0), repeat, d_model});
+  // net's modules one by one, so that both products go through mp_linear (bf16 under train.precision bf16).
+  const auto& l0 = net->at<torch::nn::LinearImpl>(0);
+  const auto& l3 = net->at<torch::nn::LinearImpl>(3);
+  auto x = net->at<torch::nn::DropoutImpl>(1).forward(mp_linear(e, l0.weight, l0.bias));
+  x = net->at<torch::nn::GELUImpl>(2).forward(x);
+  return mp_linear(x, l3.weight, l3.bias).reshape({e.size(0), repeat, d_model});
 }
 
 InverterImpl::InverterImpl(const InverterConfig& c) : cfg(c) {

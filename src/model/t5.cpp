@@ -10,6 +10,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "model/precision.h"
 #include "model/t5_kernels.h"
 
 namespace daei {
@@ -26,6 +27,12 @@ torch::Tensor activation(const torch::Tensor& x, const std::string& name) {
   if (name == "gelu") return torch::gelu(x);
   if (name == "silu") return torch::silu(x);
   DAEI_FAIL("t5: unsupported activation '{}'", name);
+}
+
+// Every T5 projection goes through mp_linear: bf16 GEMMs under train.precision bf16 (model/precision.h), the
+// Linear modules kept for their parameters and names (safetensors compatibility).
+torch::Tensor apply_linear(const torch::nn::Linear& l, const torch::Tensor& x) {
+  return mp_linear(x, l->weight, l->bias);
 }
 
 // HF: "gated-gelu" means gelu_new (tanh approximation); a plain act name maps through ACT2FN.
@@ -170,12 +177,12 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
                                        torch::Tensor* buf_k, torch::Tensor* buf_v) {
   const int64_t B = x.size(0), Tq = x.size(1);
   auto shape = [&](const torch::Tensor& t) { return t.view({B, -1, n_heads, d_kv}).transpose(1, 2); };
-  auto qx = q->forward(x);
+  auto qx = apply_linear(q, x);
   if (!cache_k && t5_speed().fused_attention) {  // teacher-forced (no key/value cache): the fused core
-    auto kx = k->forward(kv.defined() ? kv : x);
-    auto vx = v->forward(kv.defined() ? kv : x);
+    auto kx = apply_linear(k, kv.defined() ? kv : x);
+    auto vx = apply_linear(v, kv.defined() ? kv : x);
     if (attention_core_supported(qx, kx, vx, bias, n_heads))
-      return o->forward(attention_core(qx, kx, vx, bias, n_heads, dropout, is_training()));
+      return apply_linear(o, attention_core(qx, kx, vx, bias, n_heads, dropout, is_training()));
     return attend(shape(qx), shape(kx), shape(vx), bias, B, Tq);
   }
   // Keys/values in the projections' layout (B, Tk, H·d_kv).
@@ -185,16 +192,16 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
       kx = *cache_k;
       vx = *cache_v;
     } else {
-      kx = k->forward(kv);
-      vx = v->forward(kv);
+      kx = apply_linear(k, kv);
+      vx = apply_linear(v, kv);
       if (cache_k) {
         *cache_k = kx;
         *cache_v = vx;
       }
     }
   } else {
-    kx = k->forward(x);
-    vx = v->forward(x);
+    kx = apply_linear(k, x);
+    vx = apply_linear(v, x);
     if (cache_k) {
       DAEI_ASSERT(buf_k && buf_v, "t5: a self-attention cache needs its buffers");
       append_cached_positions(*cache_k, *buf_k, kx);
@@ -206,18 +213,24 @@ torch::Tensor T5AttentionImpl::forward(const torch::Tensor& x, const torch::Tens
   // Decoding (a cache, no gradient, no dropout): the per-head loops, no transposes or BLAS call a head.
   if (cache_k && !torch::GradMode::is_enabled() && t5_speed().fused_attention &&
       attention_decode_supported(qx, kx, vx, bias, n_heads))
-    return o->forward(attention_decode(qx, kx, vx, bias, n_heads));
+    return apply_linear(o, attention_decode(qx, kx, vx, bias, n_heads));
   return attend(shape(qx), shape(kx), shape(vx), bias, B, Tq);
 }
 
 torch::Tensor T5AttentionImpl::attend(const torch::Tensor& qs, const torch::Tensor& ks, const torch::Tensor& vs,
                                       const torch::Tensor& bias, int64_t B, int64_t Tq) {
-  auto scores = torch::matmul(qs, ks.transpose(2, 3));  // no 1/sqrt(d_kv) in T5
+  // The op-chain attention (CUDA, or CPU without the fused kernels): its two products in bf16 on CUDA under
+  // train.precision bf16; on the CPU they stay fp32 (small per-head matrices, below 2 % of a step's FLOPs).
+  const bool half = matmul_precision() == Precision::bf16 && qs.is_cuda() && qs.scalar_type() == torch::kFloat;
+  auto mm = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    return half ? torch::matmul(a.to(torch::kBFloat16), b.to(torch::kBFloat16)).to(torch::kFloat) : torch::matmul(a, b);
+  };
+  auto scores = mm(qs, ks.transpose(2, 3));  // no 1/sqrt(d_kv) in T5
   if (bias.defined()) scores = scores + bias;
   auto w = torch::softmax(scores.to(torch::kFloat), -1).to(scores.scalar_type());
   w = t5_dropout(w, dropout, is_training());
-  auto out = torch::matmul(w, vs).transpose(1, 2).reshape({B, Tq, n_heads * d_kv});
-  return o->forward(out);
+  auto out = mm(w, vs).transpose(1, 2).reshape({B, Tq, n_heads * d_kv});
+  return apply_linear(o, out);
 }
 
 T5DenseImpl::T5DenseImpl(const T5Config& c) : gated(c.gated()), act(t5_act_name(c)), dropout(c.dropout_rate) {
@@ -239,13 +252,13 @@ T5DenseImpl::T5DenseImpl(const T5Config& c) : gated(c.gated()), act(t5_act_name(
 torch::Tensor T5DenseImpl::forward(const torch::Tensor& x) {
   torch::Tensor h;
   if (gated) {
-    h = t5_dropout(activation(wi_0->forward(x), act) * wi_1->forward(x), dropout, is_training());
+    h = t5_dropout(activation(apply_linear(wi_0, x), act) * apply_linear(wi_1, x), dropout, is_training());
   } else if (act == "relu") {
-    h = t5_relu_dropout(wi->forward(x), dropout, is_training());
+    h = t5_relu_dropout(apply_linear(wi, x), dropout, is_training());
   } else {
-    h = t5_dropout(activation(wi->forward(x), act), dropout, is_training());
+    h = t5_dropout(activation(apply_linear(wi, x), act), dropout, is_training());
   }
-  return wo->forward(h);
+  return apply_linear(wo, h);
 }
 
 T5SubLayerImpl::T5SubLayerImpl(const T5Config& c, int k, bool is_decoder, bool has_bias)
@@ -369,8 +382,8 @@ torch::Tensor T5ModelImpl::decode(const torch::Tensor& decoder_input_ids, const 
                                   const torch::Tensor& decoder_attention_mask, torch::Tensor* decoder_hidden) {
   auto h = decoder->forward(embed(decoder_input_ids), decoder_attention_mask, encoder_hidden, encoder_mask, cache);
   if (decoder_hidden) *decoder_hidden = h;
-  if (cfg.tie_word_embeddings) return torch::linear(h * std::pow(static_cast<double>(cfg.d_model), -0.5), shared->weight);
-  return lm_head->forward(h);
+  if (cfg.tie_word_embeddings) return mp_linear(h * std::pow(static_cast<double>(cfg.d_model), -0.5), shared->weight);
+  return apply_linear(lm_head, h);
 }
 
 torch::Tensor T5ModelImpl::shift_right(const torch::Tensor& labels) const {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/precision.h"
 
 namespace daei {
 
@@ -378,18 +379,22 @@ struct AttentionCoreFn : public torch::autograd::Function<AttentionCoreFn> {
 // ------------------------------------------------------------------------------------------------ LM head + CE
 
 // Loss sum over the rows; with gh/gw defined, also d(sum)/dh into gh and d(sum)/dw into gw (zeroed by the caller).
+// bf16: the three products of a chunk (logits, d/dh, d/dw) take bf16 operands (the LM head is the step's largest
+// GEMM); the logits come back to the fp32 buffer, so softmax, the loss and the gradients' sum over chunks stay fp32.
 double linear_ce_chunks(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& y, int64_t chunk,
-                        torch::Tensor* gh, torch::Tensor* gw) {
+                        torch::Tensor* gh, torch::Tensor* gw, bool bf16) {
   const int64_t N = h.size(0), V = w.size(0);
   chunk = std::max<int64_t>(1, std::min(chunk, N));
   auto buf = torch::empty({chunk, V}, h.options());  // reused by every chunk
-  const auto wt = w.t();
+  const auto hb = bf16 ? cast_copy(h, at::kBFloat16) : h;
+  const auto wb = bf16 ? bf16_weight(w) : w;
+  const auto wt = wb.t();
   double total = 0;
   for (int64_t i = 0; i < N; i += chunk) {
     const int64_t n = std::min(chunk, N - i);
-    auto hc = h.narrow(0, i, n);
+    auto hc = hb.narrow(0, i, n);
     auto lc = buf.narrow(0, 0, n);
-    at::mm_out(lc, hc, wt);
+    if (bf16) lc.copy_(at::mm(hc, wt)); else at::mm_out(lc, hc, wt);
     auto yc = y.narrow(0, i, n);
     auto valid = yc != -100;
     DAEI_CHECK(((yc >= 0).logical_and(yc < V)).logical_or(valid.logical_not()).all().item<bool>(),
@@ -407,8 +412,14 @@ double linear_ce_chunks(const torch::Tensor& h, const torch::Tensor& w, const to
       lc.scatter_add_(1, yi, torch::full({n, 1}, -1.0, lc.options()));
       if (!valid.all().item<bool>()) lc.mul_(valid.to(lc.scalar_type()).unsqueeze(1));
       auto ghc = gh->narrow(0, i, n);
-      at::mm_out(ghc, lc, w);
-      gw->addmm_(lc.t(), hc);
+      if (bf16) {
+        const auto lb = cast_copy(lc, at::kBFloat16);
+        ghc.copy_(at::mm(lb, wb));
+        gw->add_(at::mm(lb.t(), hc));
+      } else {
+        at::mm_out(ghc, lc, w);
+        gw->addmm_(lc.t(), hc);
+      }
     }
   }
   return total;
@@ -421,7 +432,7 @@ struct LinearCeFn : public torch::autograd::Function<LinearCeFn> {
     auto w = w_in.contiguous();
     auto gh = torch::empty_like(h);
     auto gw = torch::zeros_like(w);
-    const double total = linear_ce_chunks(h, w, y, chunk, &gh, &gw);
+    const double total = linear_ce_chunks(h, w, y, chunk, &gh, &gw, matmul_precision() == Precision::bf16);
     ctx->saved_data["gh"] = gh;
     ctx->saved_data["gw"] = gw;
     return torch::full({}, total, h.options());
@@ -607,7 +618,9 @@ torch::Tensor linear_cross_entropy_sum(const torch::Tensor& h, const torch::Tens
   const bool need_grad = torch::GradMode::is_enabled() && (h.requires_grad() || w.requires_grad());
   if (need_grad) return LinearCeFn::apply(h, w, y, chunk);
   torch::NoGradGuard ng;
-  return torch::full({}, linear_ce_chunks(h.contiguous(), w.contiguous(), y, chunk, nullptr, nullptr), h.options());
+  return torch::full({}, linear_ce_chunks(h.contiguous(), w.contiguous(), y, chunk, nullptr, nullptr,
+                                          matmul_precision() == Precision::bf16),
+                     h.options());
 }
 
 }  // namespace daei

@@ -1,6 +1,11 @@
 // Fused CPU kernels for the T5 training step (issue 24 item 2): each replaces a chain of libtorch element-wise ops
 // whose intermediate tensors and passes over memory were a third of the step. Same math as the op chains they
 // replace (tests/unit/test_t5_kernels.cpp); the dropout draws its mask from its own counter-based generator.
+// Under train.precision bf16 (model/precision.h) only linear_cross_entropy_sum multiplies in bf16: the LM head is the
+// step's largest GEMM. attention_core stays fp32: its products are one small sgemm per (batch, head) (T ≤ 64 by
+// d_kv), whose cost is the call rather than the arithmetic, and attention is under 2 % of a step's FLOPs at the
+// inverters' sizes (the q, k, v, o projections around it go bf16 through mp_linear). attention_decode has no GEMM
+// (per-query dot products); rms_norm and the dropouts are element-wise passes, kept fp32 (T5 normalises in fp32).
 #pragma once
 #include <cstdint>
 #include <torch/types.h>

@@ -13,6 +13,7 @@
 #include "core/safetensors.h"
 #include "core/sha256.h"
 #include "model/bert.h"
+#include "model/precision.h"
 #include "model/t5.h"
 #include "model/tokenizer_spm.h"
 #include "model/tokenizer_wordpiece.h"
@@ -134,6 +135,8 @@ TransformerEmbedder::TransformerEmbedder(const TransformerEmbedderSpec& spec)
 at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) const {
   std::lock_guard<std::mutex> lk(mu_);
   torch::NoGradGuard no_grad;
+  // The black box's answers do not depend on the attacker's train.precision (caches, queries): always fp32.
+  MatmulPrecisionGuard fp32(Precision::fp32);
   std::vector<at::Tensor> parts;
   for (size_t b = 0; b < texts.size(); b += batch_size_) {
     std::vector<std::string> chunk(texts.begin() + b, texts.begin() + std::min(texts.size(), b + batch_size_));
