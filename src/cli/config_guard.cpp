@@ -55,7 +55,7 @@ const std::vector<Rule>& rules() {
       {"train.keep_last", {}},
       {"train.stop_after", {}},
       {"train.device", {}},
-      {"train.amp", {}},
+      {"train.precision", {}},              // fp32 checkpoints either way; they load and resume under either precision
       {"train.fused_adamw", {}},            // the same AdamW results (tests/unit/test_fused_adamw.cpp), only faster
       {"train.plot", {}},
       {"stage1.eval_every", {}},

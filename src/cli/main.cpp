@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
+#include "model/precision.h"
 #include "model/t5_kernels.h"
 
 namespace daei::cli {
@@ -119,6 +121,12 @@ int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, Comm
   }
   logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks || ctx.config.flag("log.all_ranks"),
                 ctx.config.str("log.level"));
+  // The commands that run the attacker's T5 models multiply in train.precision; a bf16 that neither the CPU nor
+  // CUDA has natively is refused here, before anything is written.
+  static const std::vector<std::string> t5_commands = {"train", "pretrain", "hypotheses", "eval",
+                                                       "invert", "zsinvert", "pipeline"};
+  if (std::find(t5_commands.begin(), t5_commands.end(), spec.path.front()) != t5_commands.end())
+    configure_precision(ctx.config);
   ctx.comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(ctx.config, ctx.proc);
   ctx.run_dir = (std::filesystem::path(ctx.config.str("run.root")) / ctx.config.str("run.name")).string();
   if (command.validate) command.validate(ctx);

@@ -3,7 +3,6 @@
 // stage folder's lock and metrics.jsonl StageFolder's and MetricsLog's.
 #include "stages/trainer.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -49,29 +48,6 @@ void scale_grads(const std::vector<at::Tensor>& params, double f) {
     if (p.grad().defined()) p.grad().mul_(f);
 }
 
-// Autocast around the forward (bf16 on CPU or CUDA); backward runs outside.
-class AutocastScope {
- public:
-  AutocastScope(const std::string& amp, const at::Device& dev) : on_(amp == "bf16"), cuda_(dev.is_cuda()) {
-    if (!on_) return;
-    if (cuda_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
-    }
-  }
-  ~AutocastScope() {
-    if (!on_) return;
-    if (cuda_) at::autocast::set_enabled(false); else at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_, cuda_;
-};
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -86,7 +62,6 @@ TrainerOptions trainer_options(const Config& cfg, const std::string& sk, const s
   TrainerOptions::train_fields(o, config_reader(cfg, "train"));
   o.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
   o.bucket_bytes = cfg.integer("dist.bucket_mb") << 20;
-  DAEI_CHECK(o.amp == "off" || o.amp == "bf16", "train.amp must be off or bf16, got '{}'", o.amp);
   return o;
 }
 
@@ -194,7 +169,6 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   std::vector<double> counts(S, 0.0);
   std::vector<int> summed(S, -1);  // -1 unknown, 0 mean, 1 sum
   const auto rows = local_rows(step_);
-  const at::Device dev = params_.empty() ? at::Device(at::kCPU) : params_.front().device();
   if (prefetch && step_ + 1 < opt_.total_steps) prefetch(local_rows(step_ + 1));  // all its micro-steps
   for (int64_t m = 0; m < opt_.grad_accum; ++m) {
     Batch b;
@@ -209,10 +183,7 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
                                   (static_cast<uint64_t>(comm_.rank()) + 1) * 0x9E3779B97F4A7C15ULL));
     LossOutput out;
     auto t0 = clock::now();
-    {
-      AutocastScope amp(opt_.amp, dev);
-      out = loss(b);
-    }
+    out = loss(b);  // bf16 products under train.precision bf16: model/precision.h, set at start
     phase_s_["forward"] += seconds_since(t0);
     std::vector<SetLoss> losses{{out.loss, out.count}};
     losses.insert(losses.end(), out.more.begin(), out.more.end());

@@ -70,7 +70,6 @@ struct TrainerOptions {
   bool force = false;             // a fresh run over an earlier run's checkpoints archives them instead of refusing
   int64_t stop_after = 0;         // > 0: checkpoint and stop (exit 75) when this step is reached (tests, time slices)
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb
-  std::string amp = "off";        // off | bf16 (autocast around the loss)
   bool fused_adamw = true;        // FusedAdamW (one pass a parameter, libtorch's results) instead of libtorch's AdamW
   bool plot = true;               // curves.png at the end (gnuplot)
 
@@ -87,7 +86,7 @@ struct TrainerOptions {
     v("adam_beta1", s.beta1), v("adam_beta2", s.beta2), v("adam_eps", s.adam_eps);
     v("log_every", s.log_every), v("progress_every_s", s.progress_every_s), v("plot", s.plot);
     v("ckpt_every", s.ckpt_every), v("keep_last", s.keep_last), v("stop_after", s.stop_after);
-    v("amp", s.amp), v("fused_adamw", s.fused_adamw);
+    v("fused_adamw", s.fused_adamw);
   }
 };
 // train.* keys (configs/defaults/train.yaml) layered under the stage's own keys (stageK.*).

@@ -217,7 +217,7 @@ TEST(MetricsLog, LinesAndTruncationOnResume) {
 TEST(OptionFields, TrainerOptionsReadTheStageAndTrainSections) {
   auto cfg = Config::defaults();
   for (const char* s : {"stage4.steps=77", "stage4.batch_size=48", "stage4.eval_every=5", "train.keep_last=9",
-                        "train.adam_beta2=0.95", "train.plot=false", "train.amp=bf16", "run.seed=11",
+                        "train.adam_beta2=0.95", "train.plot=false", "run.seed=11",
                         "dist.bucket_mb=3"})
     cfg.set(s, "test");
   const TrainerOptions o = trainer_options(cfg, "stage4", "/x/stage4");
@@ -234,7 +234,6 @@ TEST(OptionFields, TrainerOptionsReadTheStageAndTrainSections) {
   EXPECT_EQ(o.log_every, cfg.integer("train.log_every"));
   EXPECT_EQ(o.progress_every_s, cfg.real("train.progress_every_s"));
   EXPECT_FALSE(o.plot);
-  EXPECT_EQ(o.amp, "bf16");
   EXPECT_EQ(o.seed, 11u);
   EXPECT_EQ(o.bucket_bytes, int64_t(3) << 20);
 }
