@@ -18,6 +18,7 @@
 #include "dist/communicator.h"
 #include "eval/metrics.h"
 #include "model/generate.h"
+#include "model/precision.h"
 #include "stages/pcgrad.h"
 #include "stages/stage1.h"
 #include "stages/stage2.h"
@@ -178,6 +179,43 @@ TEST(Stage2, ResumeIsBitwiseWithDropout) {
   EXPECT_EQ(max_diff_files(t.dir + "/a/final/inverter/model.safetensors", t.dir + "/b/final/inverter/model.safetensors"),
             0.0);
   EXPECT_TRUE(file_exists(t.dir + "/a/final/inverter/config.json"));
+}
+
+// Checkpoints are fp32 whatever train.precision was: a run stopped under one precision resumes under the other and
+// ends near the run that used fp32 throughout (model/precision.h; main sets the precision, a guard does it here).
+TEST(Stage2, ResumesAcrossPrecisions) {
+  Toy t("s2precision");
+  LocalCommunicator one;
+  auto cfg = test::toy_config(6, 8);
+  auto run = [&](const std::string& dir, Precision p, bool resume, bool stop) {
+    MatmulPrecisionGuard g(p);
+    auto c = cfg;
+    c.set(fmt::format("train.precision={}", precision_name(p)), "test");
+    if (stop) c.set("train.stop_after=3", "test");
+    InverterStage s(c, one, "stage2", dir, noisy_data(t.data), t.tok, resume, false);
+    return s.run();
+  };
+  ASSERT_EQ(run(t.dir + "/fp32", Precision::fp32, false, false), kExitOk);
+  for (auto [first, then] : {std::pair{Precision::fp32, Precision::bf16}, std::pair{Precision::bf16, Precision::fp32}}) {
+    const std::string dir = t.dir + "/" + precision_name(first) + "-then-" + precision_name(then);
+    ASSERT_EQ(run(dir, first, false, true), kExitStopped);
+    ASSERT_EQ(run(dir, then, true, false), kExitOk);
+    // The resumed run continued from step 3 (its metrics go on from there) and ended near the fp32 run: 6 Adam steps
+    // of lr 1e-3 move a weight by at most ~6e-3, so bf16's gradient noise can shift it by that much, not more.
+    const double d = max_diff_files(t.dir + "/fp32/final/inverter/model.safetensors",
+                                    dir + "/final/inverter/model.safetensors");
+    std::cout << "[precision] stage 2, " << precision_name(first) << " then " << precision_name(then)
+              << ": max |weight − fp32 run's| " << d << "\n";
+    EXPECT_GT(d, 0.0);
+    EXPECT_LT(d, 1e-2);
+    std::ifstream metrics(dir + "/metrics.jsonl");
+    std::vector<int64_t> steps;
+    for (std::string l; std::getline(metrics, l);) {
+      auto j = nlohmann::json::parse(l);
+      if (j.contains("loss") && !j.contains("eval")) steps.push_back(j.at("step"));
+    }
+    EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6})) << dir;
+  }
 }
 
 TEST(Stage3, LambdaZeroIsAStage1StepAndLeavesTheInverter) {
