@@ -11,6 +11,8 @@
 //   t5-levers    the same step in one process with each fused kernel alone (and all, none, and dropout 0),
 //                configurations interleaved step by step so that all see the same load
 //   t5-generate  greedy decoding, batch B, --label-len tokens (eos forbidden so every run decodes all of them)
+//                t5-step and t5-generate take --precision fp32|bf16 (train.precision's matrix products; default fp32)
+//   precision    this CPU's bf16 ISA as model/precision.h probes it (the bench header names it)
 //   t5-epoch     one epoch over texts of the token lengths in --lengths: per-batch padding to the longest row,
 //                length-bucketed batches, real-token-only loss
 //   allreduce    (mpirun -np 2) GradReducer::reduce on the DAE's / the inverter's gradients vs raw MPI_Allreduce
@@ -41,6 +43,7 @@
 #include "dist/mpi_process.h"
 #include "model/generate.h"
 #include "model/inverter.h"
+#include "model/precision.h"
 #include "model/t5_kernels.h"
 #include "core/error.h"
 #include "data/dataset.h"
@@ -229,6 +232,15 @@ double t5_forward_flops(const InverterConfig& c, double B, double T, double N) {
 
 at::Tensor random_labels(int64_t B, int64_t T, int64_t V) { return torch::randint(2, V, {B, T}, torch::kLong); }
 
+// --precision fp32|bf16: the process's matmul precision, as `daei` sets it from train.precision (no refusal here:
+// the runner skips the bf16 entries on a CPU without native bf16).
+Precision set_precision() {
+  const std::string p = sarg("precision", "fp32");
+  DAEI_CHECK(p == "fp32" || p == "bf16", "--precision must be fp32 or bf16, got '{}'", p);
+  set_matmul_precision(p == "bf16" ? Precision::bf16 : Precision::fp32);
+  return matmul_precision();
+}
+
 // Under mpirun with --mpi 1: data parallel (B rows a rank), gradients averaged by GradReducer each step.
 json cmd_t5_step(bool mpi) {
   std::unique_ptr<Communicator> comm;
@@ -237,6 +249,7 @@ json cmd_t5_step(bool mpi) {
   const int64_t steps = arg("steps", 3, 1), B = arg("batch", 64, 1), T = arg("label-len", 32, 1);
   auto c = inverter_config();
   set_t5_speed();
+  const Precision prec = set_precision();
   torch::manual_seed(0);
   Inverter m(c);
   m->train();
@@ -247,7 +260,7 @@ json cmd_t5_step(bool mpi) {
   }
   torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
   torch::manual_seed(1 + rank);
-  std::vector<double> times, reduce_times;
+  std::vector<double> times, reduce_times, losses;  // losses: the same seeds in either precision, comparable
   Usage u;
   // --profile FILE: a chrome trace of the steps after the warm-up (libtorch's legacy profiler), for finding the ops
   // that cost; timings of a profiled run are not reported figures.
@@ -260,8 +273,10 @@ json cmd_t5_step(bool mpi) {
     const double t0 = now();
     if (red) red->prepare_grads(); else opt.zero_grad();
     auto l = m->loss(e, labels);
-    (l.sum / static_cast<double>(l.count)).backward();
+    auto mean = l.sum / static_cast<double>(l.count);
+    mean.backward();
     const double t1 = now();
+    losses.push_back(mean.item<double>());
     if (red) red->reduce();
     const double t2 = now();
     opt.step();
@@ -271,7 +286,7 @@ json cmd_t5_step(bool mpi) {
   int64_t n = 0;
   for (auto& p : m->parameters()) n += p.numel();
   json j{{"times", times}, {"flops", 3 * t5_forward_flops(c, B, T, B * T)}, {"params", n}, {"batch", B},
-         {"label_len", T}, {"rank", rank}};
+         {"label_len", T}, {"rank", rank}, {"losses", losses}, {"precision", precision_name(prec)}};
   if (red) j["reduce_times"] = reduce_times;
   u.fill(j);
   return j;
@@ -333,6 +348,7 @@ json cmd_t5_levers() {
 json cmd_t5_generate() {
   const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
   auto c = inverter_config();
+  const Precision prec = set_precision();
   torch::manual_seed(0);
   Inverter m(c);
   m->eval();
@@ -341,6 +357,7 @@ json cmd_t5_generate() {
   g.min_length = T + 1;  // eos forbidden: every run decodes T tokens
   std::vector<double> times;
   int64_t tokens = 0;
+  std::vector<int64_t> first_ids;  // the first generation's tokens: how often bf16 picks fp32's token
   Usage u;
   for (int64_t s = 0; s < steps + 1; ++s) {
     auto e = torch::randn({B, c.dim});
@@ -348,8 +365,9 @@ json cmd_t5_generate() {
     auto seq = m->generate(e, g);
     if (s > 0) times.push_back(now() - t0);
     tokens = seq.size(1) - 1;
+    if (s == 0) first_ids.assign(seq.data_ptr<int64_t>(), seq.data_ptr<int64_t>() + seq.numel());
   }
-  json j{{"times", times}, {"tokens", tokens}, {"batch", B}};
+  json j{{"times", times}, {"tokens", tokens}, {"batch", B}, {"ids", first_ids}, {"precision", precision_name(prec)}};
   u.fill(j);
   return j;
 }
@@ -565,6 +583,11 @@ json cmd_allreduce() {
 
 // The peak GEMM rate, so the output is allocated once: on a machine whose page faults are slow (10 µs a page on
 // some VMs, bench/notes.md) a fresh 4 MB output a call measured the faults, not the kernel, for the first ~9 calls.
+json cmd_precision() {
+  const CpuBf16& c = cpu_bf16();
+  return json{{"isa", c.isa()}, {"native", c.native()}, {"missing", c.missing()}};
+}
+
 json cmd_matmul() {
   const int64_t N = arg("n", 1024), reps = arg("reps", 5), warmup = 2;
   auto a = torch::randn({N, N}), b = torch::randn({N, N}), c = torch::empty({N, N});
@@ -582,7 +605,7 @@ json cmd_matmul() {
 int main(int argc, char** argv) try {
   const std::string malloc_mode = configure_allocator();
   if (argc < 2) {
-    std::cerr << "usage: bench_entries matmul|sure|sure-var|t5-step|t5-levers|t5-generate|t5-epoch|allreduce|stage3-step [--key value ...]\n";
+    std::cerr << "usage: bench_entries matmul|precision|sure|sure-var|t5-step|t5-levers|t5-generate|t5-epoch|allreduce|stage3-step [--key value ...]\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -592,6 +615,7 @@ int main(int argc, char** argv) try {
   torch::set_num_threads(static_cast<int>(arg("threads", 1)));
   json j;
   if (cmd == "matmul") j = cmd_matmul();
+  else if (cmd == "precision") j = cmd_precision();
   else if (cmd == "sure") j = cmd_sure(mpi);
   else if (cmd == "sure-var") j = cmd_sure_var();
   else if (cmd == "t5-step") j = cmd_t5_step(mpi);

@@ -193,6 +193,10 @@ def main():
                   extra=dict(minflt=med([r["minflt"] for r in ra]), minflt_ref=med([r["minflt"] for r in rb]),
                              pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
     tmp = tempfile.mkdtemp(prefix="daei-bench-")
+    try:  # this CPU's bf16 products as daei's probe sees them (the bf16 entries run only where they are native)
+        bf16_meta = run_json([B, "precision"])[0]
+    except (OSError, RuntimeError, IndexError) as ex:
+        bf16_meta = dict(isa="unknown", native=False, missing="bench_entries precision failed: %s" % str(ex)[-200:])
     mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
              ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
     t_start = time.time()
@@ -223,7 +227,8 @@ def main():
                                           ":!bench/notes.md"], cwd=ROOT).returncode != 0,
                     machine=machine(), load_average_start=load0, load_average_end=open("/proc/loadavg").read().split()[:3],
                     wall_s=round(wall, 1), quick=Q, complete=final, malloc_default="tuned",
-                    env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1), blas=blas_meta, page_fault_us=faults_us)
+                    env=dict(OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1), blas=blas_meta, page_fault_us=faults_us,
+                    bf16=dict(isa=bf16_meta.get("isa"), native=bool(bf16_meta.get("native"))))
         if kept and earlier:
             meta["earlier_run"] = earlier
         allE = latest_by_name(kept + entries)
@@ -345,6 +350,51 @@ def main():
                   "s per batch (greedy, %d tokens; ratio = reference/daei)" % ra[0]["tokens"], S2, 1,
                   "%d processes × %d generations each side" % (rounds, st2), spread(va), spread(vb)))
     guarded("stage2_generate", e2g)
+
+    # bf16 matrix products (train.precision bf16, src/model/precision.h) where the CPU multiplies bf16 natively: the
+    # step against daei's fp32 step and against the Python reference under torch.autocast bf16, and generation
+    # against daei's fp32 generation. Same model, data and seeds in both precisions: the losses and tokens compare.
+    def bf16_skipped(name):
+        add(entry(name, None, None, None, "skipped", "", S2, 1, "0", 0.0,
+                  note="skipped: no native bf16 here (%s)" % (bf16_meta.get("missing") or "unknown")))
+
+    def t5_bf16(sub, prec):
+        return run_json([B, sub] + cpp2(dict(S2, steps=st2)) + ["--precision", prec])[0]
+
+    def e2b():
+        if not bf16_meta.get("native"):
+            return bf16_skipped("stage2_step_bf16")
+        va, vb, ra, rb = alternate(lambda: t5_bf16("t5-step", "bf16"), lambda: t5_bf16("t5-step", "fp32"), rounds)
+        dl = max(abs(x - y) / abs(y) for a_, b_ in zip(ra, rb) for x, y in zip(a_["losses"], b_["losses"]))
+        add(entry("stage2_step_bf16", med(va), med(vb), med(vb) / med(va), 2.0,
+                  "s/step, train.precision bf16 (reference: daei fp32; ratio = speed-up)", S2, 1,
+                  "%d processes × %d steps each side" % (rounds, st2), spread(va), spread(vb),
+                  extra=dict(bf16_isa=bf16_meta["isa"], max_rel_loss_diff=dl,
+                             losses_bf16=ra[0]["losses"], losses_fp32=rb[0]["losses"])))
+    guarded("stage2_step_bf16", e2b)
+
+    def e2br():
+        if not bf16_meta.get("native"):
+            return bf16_skipped("stage2_step_bf16_ref")
+        ref = lambda: run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)) + ["--amp", "bf16"])[0]
+        va, vb, ra, rb = alternate(lambda: t5_bf16("t5-step", "bf16"), ref, rounds)
+        add(entry("stage2_step_bf16_ref", med(va), med(vb), med(vb) / med(va), 1.3,
+                  "s/step, train.precision bf16 (reference: the Python step under torch.autocast('cpu', bfloat16); "
+                  "ratio = reference/daei)", S2, 1, "%d processes × %d steps each side" % (rounds, st2), spread(va),
+                  spread(vb), extra=dict(bf16_isa=bf16_meta["isa"])))
+    guarded("stage2_step_bf16_ref", e2br)
+
+    def e2gb():
+        if not bf16_meta.get("native"):
+            return bf16_skipped("stage2_generate_bf16")
+        va, vb, ra, rb = alternate(lambda: t5_bf16("t5-generate", "bf16"), lambda: t5_bf16("t5-generate", "fp32"),
+                                   rounds)
+        same = sum(x == y for x, y in zip(ra[0]["ids"], rb[0]["ids"])) / max(1, len(rb[0]["ids"]))
+        add(entry("stage2_generate_bf16", med(va), med(vb), med(vb) / med(va), 1.5,
+                  "s per batch (greedy, %d tokens), train.precision bf16 (reference: daei fp32; ratio = speed-up)"
+                  % ra[0]["tokens"], S2, 1, "%d processes × %d generations each side" % (rounds, st2), spread(va),
+                  spread(vb), extra=dict(bf16_isa=bf16_meta["isa"], same_tokens_share=round(same, 4))))
+    guarded("stage2_generate_bf16", e2gb)
 
     # 3b. stage-2 epoch over real-length texts
     n_texts = 256 if Q else 2000
@@ -613,6 +663,10 @@ def markdown(meta, entries):
         L.append("- BLAS kernels: OpenBLAS core `%s` in every process (%s)" % (
             b["core"], ("this machine's environment sets " + pin if pin else "OpenBLAS's own choice")
             if b["mode"] == "machine" else "`--blas native`: " + (pin + " removed" if pin else "nothing pinned")))
+    if meta.get("bf16"):
+        b = meta["bf16"]
+        L.append("- bf16 products: %s (`bench_entries precision`, the cpuid probe of `src/model/precision.h`)%s" % (
+            b["isa"], "" if b["native"] else "; not native here: the `_bf16` entries are skipped"))
     if meta.get("page_fault_us") is not None:
         L.append("- page faults: %.2f µs per first touch of a 4 KiB page (bare Linux: 0.1–0.3 µs); the `_glibc` "
                  "entries compare both sides on glibc's own allocator settings" % meta["page_fault_us"])

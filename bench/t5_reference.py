@@ -4,7 +4,8 @@ written the way Hugging Face's T5ForConditionalGeneration computes it (RMS layer
 positions, no 1/sqrt(d_kv) score scaling, tied embeddings scaled by d_model^-0.5, full [B, T, V] logits and
 CrossEntropyLoss(ignore_index=-100)), and vec2text's batching (every text padded to the maximum length).
 
-  bench/t5_reference.py step     [--steps N] ...   teacher-forced step: forward + backward + AdamW
+  bench/t5_reference.py step     [--steps N] ...   teacher-forced step: forward + backward + AdamW (--amp bf16: the
+                                                   forward under torch.autocast("cpu", dtype=torch.bfloat16))
   bench/t5_reference.py generate [--steps N] ...   greedy decoding with a key/value cache
   bench/t5_reference.py epoch    --lengths FILE    one epoch over texts of the given token lengths, padded to --max-len
 Prints one JSON line: {"times": [...seconds per step after one warm-up...], "minflt": ..., "maxrss_kb": ...}."""
@@ -194,6 +195,8 @@ def main():
         ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int, default=v)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--lengths", default="")
+    ap.add_argument("--amp", choices=["off", "bf16"], default="off",
+                    help="bf16: the step's forward under torch.autocast('cpu', dtype=torch.bfloat16), backward outside")
     c = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(c.seed)
@@ -208,7 +211,9 @@ def main():
             labels = torch.randint(2, c.vocab, (c.batch, c.label_len))
             t0 = time.perf_counter()
             opt.zero_grad()
-            m.loss(e, labels).backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=c.amp == "bf16"):
+                loss = m.loss(e, labels)
+            loss.backward()
             opt.step()
             if s > 0:
                 times.append(time.perf_counter() - t0)
@@ -240,7 +245,7 @@ def main():
             tokens += sum(lengths[r] for r in rows)
         times.append(time.perf_counter() - t0)
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps(dict(impl="python reference (python3-torch %s)" % torch.__version__, mode=c.mode, times=times,
+    print(json.dumps(dict(impl="python reference (python3-torch %s)" % torch.__version__, mode=c.mode, amp=c.amp, times=times,
                           tokens=tokens, minflt=ru1.ru_minflt - ru0.ru_minflt, maxrss_kb=ru1.ru_maxrss,
                           params=sum(p.numel() for p in m.parameters()))), flush=True)
 
