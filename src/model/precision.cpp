@@ -148,21 +148,29 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// y = x wᵀ (+ b) with a bf16 product, fp32 in and out; xb_out: the bf16 x (backward multiplies it).
+at::Tensor bf16_linear(const at::Tensor& x, const at::Tensor& wb, const at::Tensor& b, at::Tensor* xb_out) {
+  const int64_t in = x.size(-1), out = wb.size(0);
+  auto xb = cast_copy(x, at::kBFloat16).view({-1, in});
+  auto y = cast_copy(at::mm(xb, wb.t()), at::kFloat);
+  if (b.defined() && b.numel() > 0) y.add_(b);
+  auto sizes = x.sizes().vec();
+  sizes.back() = out;
+  if (xb_out) *xb_out = xb;
+  return y.view(sizes);
+}
+
 // fp32 in and out, bf16 GEMMs inside. Saves the bf16 copies of x and w (half the bytes of fp32 x), which is what
 // grad_w and grad_x multiply anyway.
 struct Bf16LinearFn : public torch::autograd::Function<Bf16LinearFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-    const int64_t in = x.size(-1), out = w.size(0);
-    auto xb = cast_copy(x, at::kBFloat16).view({-1, in});
+    at::Tensor xb;
     auto wb = bf16_weight(w);
-    auto y = cast_copy(at::mm(xb, wb.t()), at::kFloat);
-    if (b.numel() > 0) y.add_(b);
-    auto sizes = x.sizes().vec();
-    sizes.back() = out;
+    auto y = bf16_linear(x, wb, b, &xb);
     ctx->save_for_backward({xb, wb});
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     ctx->saved_data["bias"] = b.numel() > 0;
-    return y.view(sizes);
+    return y;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     auto s = ctx->get_saved_variables();
@@ -184,6 +192,10 @@ at::Tensor mp_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
                     w.scalar_type() == at::kFloat && (!b.defined() || b.scalar_type() == at::kFloat) &&
                     x.numel() > 0 && x.dim() >= 1;
   if (!bf16) return torch::linear(x, w, b);
+  // Nothing to differentiate (generation, eval): no autograd node, nothing saved.
+  const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() ||
+                                                   (b.defined() && b.requires_grad()));
+  if (!grad) return bf16_linear(x, bf16_weight(w), b, nullptr);
   // An undefined tensor cannot be an autograd input in libtorch 1.13: no bias travels as an empty tensor.
   return Bf16LinearFn::apply(x, w, b.defined() ? b : torch::empty({0}, w.options()));
 }

@@ -119,7 +119,8 @@ TEST(Precision, BadValuesOfTheKeyAreRefusedInOneLine) {
                 msg.find('\n') == std::string::npos)
         << bad << ": " << msg;
   }
-  for (const char* ok : {"fp32", "bf16", "auto"}) EXPECT_NO_THROW(Config::load("", {std::string("train.precision=") + ok}));
+  for (const char* ok : {"fp32", "bf16", "auto"})
+    EXPECT_NO_THROW(Config::load("", {std::string("train.precision=") + ok}));
   EXPECT_EQ(Config::defaults().str("train.precision"), "fp32");
 }
 

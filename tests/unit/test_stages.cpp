@@ -196,7 +196,8 @@ TEST(Stage2, ResumesAcrossPrecisions) {
     return s.run();
   };
   ASSERT_EQ(run(t.dir + "/fp32", Precision::fp32, false, false), kExitOk);
-  for (auto [first, then] : {std::pair{Precision::fp32, Precision::bf16}, std::pair{Precision::bf16, Precision::fp32}}) {
+  const Precision fp32 = Precision::fp32, bf16 = Precision::bf16;
+  for (auto [first, then] : {std::pair{fp32, bf16}, std::pair{bf16, fp32}}) {
     const std::string dir = t.dir + "/" + precision_name(first) + "-then-" + precision_name(then);
     ASSERT_EQ(run(dir, first, false, true), kExitStopped);
     ASSERT_EQ(run(dir, then, true, false), kExitOk);
