@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The first thing to run the day a CUDA device is lent (about 15 minutes of device time; this takes at most 8,
 # GPU_CHECK_BUDGET_S): build daei against the device's libtorch, run stage-1 and stage-2 steps on CUDA in fp32 and
-# in bf16 autocast (train.amp=bf16) with the NCCL communicator at world size 1, compare their first losses with the
-# same steps on the CPU (same seed, same data, same binary), and report the stage-2 step's tokens/s and MFU.
+# with bf16 matrix products (train.precision=bf16) with the NCCL communicator at world size 1, compare their first
+# losses with the same steps on the CPU (same seed, same data, same binary) and the bf16 run's with the CUDA fp32
+# run's, and report the stage-2 step's tokens/s and MFU in both precisions.
 #   bash launch/gpu_check.sh [--cpu-only] [--build DIR] [--out DIR]
 # Without a CUDA device it says so in one line and exits 0. --cpu-only needs none: the comparison part alone, with
 # the second run on the CPU too (dist.backend=mpi against the reference's local) and the build in build/
-# (tests/e2e/gpu_check_cpu.sh runs it in CI). Exit 1 when a comparison differs or a step fails.
+# (tests/e2e/gpu_check_cpu.sh runs it in CI); where the CPU multiplies bf16 natively (avx512_bf16 or amx_bf16 in
+# /proc/cpuinfo) it also runs them with train.precision=bf16 on the CPU and compares those with fp32: stage 1 must
+# match exactly (it stays fp32), stage 2 within RTOL_BF16. Exit 1 when a comparison differs or a step fails.
 # On the device machine (DESIGN.md "On a lent GPU machine"): libtorch is the Python wheel's
 # (torch.utils.cmake_prefix_path), else Debian's; NCCL and the CUDA runtime from /usr/local/cuda or the wheel's
 # nvidia.* packages; DAEI_DEBS=DIR unpacks the Debian packages carried there (.deb files) with dpkg -x and builds
@@ -28,7 +31,7 @@ BUDGET=${GPU_CHECK_BUDGET_S:-480}
 STEPS=5          # first steps whose losses are compared
 RTOL_FP32=2e-3   # CUDA fp32 against CPU fp32: other reduction orders; Adam turns tiny gradient differences into
                  # lr-sized steps on near-zero coordinates, so the loss drifts a little from the second step on
-RTOL_BF16=5e-2   # CUDA bf16 autocast against CPU fp32: bf16 keeps 8 bits of mantissa
+RTOL_BF16=5e-2   # bf16 products against fp32: bf16 keeps 8 bits of mantissa
 RTOL_CPU=1e-6    # --cpu-only: the same computation twice
 say() { printf '[gpu_check %3ds] %s\n' "$SECONDS" "$*"; }
 left() { echo $((BUDGET - SECONDS)); }
@@ -149,19 +152,26 @@ run_stage() {
 }
 
 CPU=(--set train.device=cpu --set dist.backend=local)
+# NAME:REFERENCE:RTOL_STAGE1:RTOL_STAGE2:FLAGS. Stage 1 (SURE) stays fp32 under train.precision=bf16, so its bf16
+# run matches its fp32 run as closely as fp32 runs do.
 if ((cpu_only)); then
-  OTHER=("cpu-mpi:$RTOL_CPU:--set train.device=cpu --set dist.backend=mpi")
+  OTHER=("cpu-mpi:cpu:$RTOL_CPU:$RTOL_CPU:--set train.device=cpu --set dist.backend=mpi")
+  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+    OTHER+=("cpu-bf16:cpu:$RTOL_CPU:$RTOL_BF16:--set train.device=cpu --set dist.backend=local --set train.precision=bf16")
+  fi
 else
-  OTHER=("cuda-fp32:$RTOL_FP32:--set train.device=cuda --set dist.backend=nccl --set train.amp=off"
-         "cuda-bf16:$RTOL_BF16:--set train.device=cuda --set dist.backend=nccl --set train.amp=bf16")
+  OTHER=("cuda-fp32:cpu:$RTOL_FP32:$RTOL_FP32:--set train.device=cuda --set dist.backend=nccl --set train.precision=fp32"
+         "cuda-bf16:cpu:$RTOL_FP32:$RTOL_BF16:--set train.device=cuda --set dist.backend=nccl --set train.precision=bf16"
+         "cuda-bf16:cuda-fp32:$RTOL_FP32:$RTOL_BF16:")  # the same run against CUDA fp32: precision alone
 fi
 status=0
 summary=()
-compare() {  # STAGE NAME RTOL
-  if python3 "$SRC/launch/compare_losses.py" "$OUT/s$1-cpu/metrics.jsonl" "$OUT/s$1-$2/metrics.jsonl" \
-      --steps "$STEPS" --rtol "$3" --label "stage $1, $2 vs cpu" >"$OUT/compare-s$1-$2.txt"; then :; else status=1; fi
-  cat "$OUT/compare-s$1-$2.txt"
-  summary+=("$(tail -n 1 "$OUT/compare-s$1-$2.txt")")
+compare() {  # STAGE NAME RTOL REFERENCE
+  local f=$OUT/compare-s$1-$2-vs-$4.txt
+  if python3 "$SRC/launch/compare_losses.py" "$OUT/s$1-$4/metrics.jsonl" "$OUT/s$1-$2/metrics.jsonl" \
+      --steps "$STEPS" --rtol "$3" --label "stage $1, $2 vs $4" >"$f"; then :; else status=1; fi
+  cat "$f"
+  summary+=("$(tail -n 1 "$f")")
 }
 
 # ------------------------------------------------------------------------------------------------- compare
@@ -169,16 +179,21 @@ for stage in 1 2; do
   if [[ $stage == 2 ]]; then cp -r "$OUT/s1-cpu" "$RUN/stage1"; fi  # every stage-2 variant denoises with one DAE
   run_stage "s$stage-cpu" "$stage" "${CPU[@]}" || die "the CPU reference of stage $stage"
   for o in "${OTHER[@]}"; do
-    IFS=: read -r name rtol flags <<<"$o"
+    IFS=: read -r name ref rtol1 rtol2 flags <<<"$o"
+    rtol=$rtol1; [[ $stage == 2 ]] && rtol=$rtol2
+    if [[ -z $flags ]]; then  # a comparison of two runs made above
+      [[ -f $OUT/s$stage-$name/metrics.jsonl ]] && compare "$stage" "$name" "$rtol" "$ref"
+      continue
+    fi
     read -ra sets <<<"$flags"
-    if run_stage "s$stage-$name" "$stage" "${sets[@]}"; then compare "$stage" "$name" "$rtol"; else status=1; fi
+    if run_stage "s$stage-$name" "$stage" "${sets[@]}"; then compare "$stage" "$name" "$rtol" "$ref"; else status=1; fi
   done
 done
 
 # ------------------------------------------------------------------------------------------------- speed
 # Stage-2 tokens/s from metrics.jsonl (examples/s × tokens per row, median after 3 warm-up steps) and MFU: the
 # step's counted matmul FLOPs (3 × forward, bench/entries.cpp's t5_forward_flops) against the device's peak.
-report_speed() {  # NAME AMP (AMP: fp32 | bf16)
+report_speed() {  # NAME PRECISION (fp32 | bf16)
   python3 - "$OUT/$1/metrics.jsonl" "$2" "$1" "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sed -n 1p)" \
     "${SIZES[@]}" <<'PY'
 import json, os, statistics, sys
@@ -215,8 +230,7 @@ else
        --set stage2.batch_size=256 --set stage2.steps=30)
   for amp in fp32 bf16; do
     if (($(left) < 60)); then summary+=("stage-2 speed $amp: skipped, out of time"); continue; fi
-    a=off; [[ $amp == bf16 ]] && a=bf16
-    if run_stage "speed-$amp" 2 --set train.device=cuda --set dist.backend=nccl --set train.amp="$a" "${BIG[@]}"; then
+    if run_stage "speed-$amp" 2 --set train.device=cuda --set dist.backend=nccl --set train.precision="$amp" "${BIG[@]}"; then
       summary+=("$(report_speed "speed-$amp" "$amp")")
     else
       status=1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # launch/gpu_check.sh's CPU part (--cpu-only): stage-1 and stage-2 steps run twice on the CPU (dist.backend local,
-# then mpi at world size 1), their first losses compared by launch/compare_losses.py, the stage-2 tokens/s reported.
+# then mpi at world size 1; and with train.precision=bf16 where the CPU has it natively), their first losses compared
+# by launch/compare_losses.py, the stage-2 tokens/s reported.
 # The comparison must pass on equal runs and fail on a perturbed loss; without a CUDA device the plain script says so
 # in one line and exits 0.
 set -euo pipefail
@@ -21,6 +22,14 @@ for s in 1 2; do
     { cat "$T/out.txt"; fail "no stage-$s MATCH line"; }
 done
 grep -E "^stage-2 step s2-cpu-mpi: [0-9]+ tokens/s" "$T/out.txt" >/dev/null || { cat "$T/out.txt"; fail "no tokens/s line"; }
+# Where the CPU multiplies bf16 natively: train.precision=bf16 against fp32, stage 1 (fp32 either way) exactly.
+if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+  for s in 1 2; do
+    grep -E "^stage $s, cpu-bf16 vs cpu: MATCH" "$T/out.txt" >/dev/null || { cat "$T/out.txt"; fail "no stage-$s bf16 MATCH line"; }
+  done
+  grep -E "^stage 1, cpu-bf16 vs cpu: MATCH, max relative difference 0.00e\+00" "$T/out.txt" >/dev/null ||
+    { cat "$T/out.txt"; fail "stage 1 is not fp32 under train.precision=bf16"; }
+fi
 
 # The comparison fails on a loss moved beyond the tolerance, and on a missing step.
 ref=$T/gc/s2-cpu/metrics.jsonl
