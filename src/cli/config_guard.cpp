@@ -173,7 +173,11 @@ ConfigChanges compare_with_saved(const std::string& run_dir, const Config& now) 
   if (!file_exists(path)) return out;
   Config before = Config::defaults();
   try {
-    before.merge_yaml(YAML::LoadFile(path), path);
+    YAML::Node saved = YAML::LoadFile(path);
+    // Retired keys a run's saved config may still hold (train.amp: replaced by train.precision, which changes no
+    // saved work either): dropped, so that such runs are still compared.
+    if (saved["train"] && saved["train"].IsMap() && saved["train"]["amp"]) saved["train"].remove("amp");
+    before.merge_yaml(saved, path);
   } catch (const std::exception& e) {
     LOG_WARN("[main] cannot compare with the saved config {}: {}", path, e.what());
     return out;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -126,6 +127,17 @@ TEST(Precision, BadValuesOfTheKeyAreRefusedInOneLine) {
 
 TEST(Precision, TheConfigGuardKeepsSavedWorkWhenThePrecisionChanges) {
   EXPECT_TRUE(cli::work_depending_on("train.precision").empty());
+}
+
+// Runs saved before train.precision hold the retired train.amp in their config.yaml: still compared, not skipped.
+TEST(Precision, ARunSavedWithTheRetiredAmpKeyIsStillCompared) {
+  const std::string dir = ::testing::TempDir() + "daei-precision-amp";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.yaml") << "train:\n  amp: bf16\n  precision: fp32\nstage2:\n  lr: 0.5\n";
+  const auto c = cli::compare_with_saved(dir, Config::defaults());
+  EXPECT_NE(std::find(c.accepted.begin(), c.accepted.end(), "stage2.lr"), c.accepted.end());
+  EXPECT_TRUE(c.refused.empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Precision, GuardAndProcessSetting) {
