@@ -38,9 +38,16 @@ while (($# >= 2)); do
   mkdir -p "$run"
   for d in corpus tokenizer pretrain cache; do [[ -e $run/$d ]] || ln -s "../ctxf-data/$d" "$run/$d"; done
   t0=$(date +%s.%N)
+  # The training's CPU seconds (user + system of every rank, from the children's rusage): its cost whatever else
+  # shares the machine; the wall time is kept beside it.
   # shellcheck disable=SC2086
-  bash launch/mpirun.sh "$NP" train --stage clean-inverter --resume --config "$CONFIG" $sets --set run.name=ctxf-$name \
-    >"$run.train.log" 2>&1 || { echo "[frontier] $name: training failed, see $run.train.log" >&2; continue; }
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(f"{u.ru_utime + u.ru_stime:.1f}\n")
+sys.exit(rc)' "$run.cpu_s" bash launch/mpirun.sh "$NP" train --stage clean-inverter --resume --config "$CONFIG" $sets \
+    --set run.name=ctxf-$name >"$run.train.log" 2>&1 ||
+    { echo "[frontier] $name: training failed, see $run.train.log" >&2; continue; }
   t1=$(date +%s.%N)
   # shellcheck disable=SC2086
   bash launch/mpirun.sh "$NP" eval --config "$CONFIG" $sets --set run.name=ctxf-$name >"$run.eval.log" 2>&1 ||
@@ -49,7 +56,9 @@ while (($# >= 2)); do
 import json, sys
 name, sets, t0, t1, np_, run = sys.argv[1:]
 cfg = open(f"{run}/config.yaml").read()
+cpu = open(f"{run}.cpu_s").read().strip()
 print(json.dumps({"name": name, "sets": sets.strip(), "train_wall_s": float(t1) - float(t0), "ranks": int(np_),
+                  "train_cpu_s": float(cpu),
                   "results": f"{run}/eval/results.json", "config": f"{run}/config.yaml",
                   "metrics": f"{run}/clean-inverter/metrics.jsonl"}))
 PY

@@ -4,7 +4,8 @@ clean-to-clean token F1 and BLEU against the CPU-hours of its training, beside t
 
   python3 launch/contextual_frontier_summary.py [--runs runs] [--out results/contextual_frontier] [--command TEXT]
 
-Writes OUT.json and OUT.md. CPU-hours = training wall time x ranks (one core a rank on this machine)."""
+Writes OUT.json and OUT.md. CPU-hours = the training's measured CPU time (user + system, every rank); rows without
+that measurement show wall time x ranks and say so."""
 import argparse
 import glob
 import json
@@ -57,8 +58,12 @@ def main():
             steps = max(x["step"] for x in last) if last else None
         except (OSError, ValueError):
             pass
+        # CPU-hours: the training's measured CPU seconds (every rank's user + system time); rows written before
+        # that was measured fall back to wall time x ranks, which overstates the cost on a shared machine.
+        cpu_s = row.get("train_cpu_s")
         out = {"name": row["name"], "sets": row["sets"], "train_wall_s": row["train_wall_s"], "ranks": row["ranks"],
-               "cpu_hours": row["train_wall_s"] * row["ranks"] / 3600.0, "steps": steps, "n": t["n"],
+               "cpu_hours": (cpu_s if cpu_s is not None else row["train_wall_s"] * row["ranks"]) / 3600.0,
+               "cpu_measured": cpu_s is not None, "steps": steps, "n": t["n"],
                "sigma": res.get("sigma"), "revision": res.get("revision"), "embedder": res.get("embedder"),
                "rows": {}, "floor_verdicts": t.get("floor_verdicts", [])}
         for k in ("clean-to-clean", "clean-to-noisy", "floor-constant", "floor-retrieval"):
@@ -83,7 +88,8 @@ def main():
         fc = R.get("floor-constant", {})
         fr = R.get("floor-retrieval", {})
         above = next((v["above_both"] for v in r["floor_verdicts"] if v["system"] == "clean-to-clean"), None)
-        md.append(f"| {r['name']} | `{r['sets'] or '-'}` | {r['steps']} | {r['cpu_hours']:.3f} | "
+        md.append(f"| {r['name']} | `{r['sets'] or '-'}` | {r['steps']} | {r['cpu_hours']:.3f}"
+                  f"{'' if r['cpu_measured'] else ' (wall × ranks)'} | "
                   f"{c['token_f1']:.3f} [{ci(c['token_f1_ci'])}] | {c['bleu']:.3f} [{ci(c['bleu_ci'])}] | "
                   f"{100 * c['distinct']:.0f} % | {100 * c['top_template']:.0f} % \"{c['template_ngram']}\" | "
                   f"{n.get('token_f1', float('nan')):.3f} | {fc.get('token_f1', float('nan')):.3f} | "

@@ -8,7 +8,7 @@
 # named exists. Every script under launch/ and bench/ with a #! line counts as run directly (executable, on disk
 # and in git's index, and answers --help); every shell script has a #! line.
 # Keys: every config key README.md writes in backticks (`eval.num_beams`, `stage3.select_by: heldout_bleu`,
-# `train.amp=bf16`, `eval.*`, `stageK.eval_every` with K standing for any stage) and every `--set key=value` of a
+# `train.precision=bf16`, `eval.*`, `stageK.eval_every` with K standing for any stage) and every `--set key=value` of a
 # command above exists in the defaults `daei --dump-config` prints; a value given with it is accepted by
 # `daei --dump-config --set key=value`.
 set -uo pipefail
