@@ -4,7 +4,7 @@ clean-to-clean token F1 and BLEU against the CPU-hours of its training, beside t
 
   python3 launch/contextual_frontier_summary.py [--runs runs] [--out results/contextual_frontier] [--command TEXT]
 
-Writes OUT.json and OUT.md. CPU-hours = the training's measured CPU time (user + system, every rank); rows without
+Writes OUT.json and OUT.table.md (the table that OUT.md quotes). CPU-hours = the training's measured CPU time (user + system, every rank); rows without
 that measurement show wall time x ranks and say so."""
 import argparse
 import glob
@@ -97,7 +97,7 @@ def main():
                   f"{'yes' if above else 'no'} |")
     text = (f"`{head['command']}` · revision {rev} · {head['machine']} · training wall "
             f"{head['total_train_wall_s'] / 60:.1f} min in all\n\n" + "\n".join(md) + "\n")
-    open(a.out + ".md", "w").write(text)
+    open(a.out + ".table.md", "w").write(text)  # pasted into OUT.md, whose prose is written by hand
     print(text)
 
 
