@@ -108,7 +108,8 @@ Precision configure_precision(const Config& cfg) {
   std::string why;
   const Precision p = resolve_precision(cfg.str("train.precision"), cuda, cpu_bf16(), &why);
   set_matmul_precision(p);
-  LOG_INFO("[precision] {}", why);
+  // The default (fp32 asked for) says nothing: a log line before a command's one-line refusal would be a second line.
+  if (cfg.str("train.precision") != "fp32") LOG_INFO("[precision] {}", why);
   return p;
 }
 
