@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "data/dataset.h"
+#include "data/run_layout.h"
 #include "eval/metrics.h"
 #include "eval/systems.h"
 #include "stages/data_source.h"
@@ -54,9 +55,11 @@ ConstantFloor choose_constant_floor(const std::vector<std::string>& texts, int64
     if (metrics::word_tokenize(w) == std::vector<std::string>{w}) cand.push_back(w);
   }
   const std::size_t n = texts.size();
-  std::vector<std::vector<char>> holds(cand.size(), std::vector<char>(n, 0));
+  // Each candidate's texts (a list, not an n-wide mask: memory is the corpus's token count whatever max_candidates).
+  std::vector<std::vector<std::size_t>> holds(cand.size());
   for (std::size_t c = 0; c < cand.size(); ++c)
-    for (std::size_t i = 0; i < n; ++i) holds[c][i] = std::binary_search(sets[i].begin(), sets[i].end(), cand[c]);
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::binary_search(sets[i].begin(), sets[i].end(), cand[c])) holds[c].push_back(i);
   std::vector<int64_t> tp(n, 0), size(n);
   for (std::size_t i = 0; i < n; ++i) size[i] = static_cast<int64_t>(sets[i].size());
   std::vector<char> taken(cand.size(), 0);
@@ -64,18 +67,21 @@ ConstantFloor choose_constant_floor(const std::vector<std::string>& texts, int64
   double best_sum = 0;  // the empty string scores 0 on every text
   for (;;) {
     const int64_t c_next = static_cast<int64_t>(chosen.size()) + 1;
+    // A larger set changes every text's F1; a candidate adds a hit only on its own texts.
+    double base = 0;
+    for (std::size_t i = 0; i < n; ++i) base += f1_of(tp[i], c_next, size[i]);
     std::ptrdiff_t pick = -1;
     double pick_sum = best_sum;
     for (std::size_t c = 0; c < cand.size(); ++c) {
       if (taken[c]) continue;
-      double sum = 0;
-      for (std::size_t i = 0; i < n; ++i) sum += f1_of(tp[i] + holds[c][i], c_next, size[i]);
+      double sum = base;
+      for (const std::size_t i : holds[c]) sum += f1_of(tp[i] + 1, c_next, size[i]) - f1_of(tp[i], c_next, size[i]);
       if (sum > pick_sum + 1e-12) pick_sum = sum, pick = static_cast<std::ptrdiff_t>(c);
     }
     if (pick < 0) break;
     taken[pick] = 1;
     chosen.push_back(cand[pick]);
-    for (std::size_t i = 0; i < n; ++i) tp[i] += holds[pick][i];
+    for (const std::size_t i : holds[pick]) ++tp[i];
     best_sum = pick_sum;
   }
   for (const auto& w : chosen) out.text += (out.text.empty() ? "" : " ") + w;
@@ -111,6 +117,11 @@ std::vector<SystemSpec> floor_systems(const Config& cfg, const EvalContext& ctx,
   if (!cfg.flag("eval.floors")) return {};
   if (cfg.integer("train.synthetic_rows") > 0) {
     LOG_INFO("[eval] no floor rows: train.synthetic_rows has no texts to choose a constant from or to retrieve");
+    return {};
+  }
+  if (!RunLayout(run_dir).cache_complete("train")) {  // e.g. a run whose train cache was removed after training
+    LOG_WARN("[eval] no floor rows: {} has no complete train cache to choose a constant from or to retrieve",
+             run_dir);
     return {};
   }
   FloorOptions opt;

@@ -9,18 +9,34 @@
 
 namespace daei {
 
-std::vector<std::string> shape_words(const std::string& text) {
+namespace {
+
+// The words of a text with their case (letters, digits, apostrophes, non-ASCII bytes; anything else separates).
+std::vector<std::string> cased_words(const std::string& text) {
   std::vector<std::string> w;
   std::string cur;
   for (const unsigned char c : text) {
     if (std::isalnum(c) || c == '\'' || c >= 0x80) {
-      cur.push_back(static_cast<char>(std::tolower(c)));
+      cur.push_back(static_cast<char>(c));
     } else if (!cur.empty()) {
       w.push_back(std::move(cur));
       cur.clear();
     }
   }
   if (!cur.empty()) w.push_back(std::move(cur));
+  return w;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> shape_words(const std::string& text) {
+  auto w = cased_words(text);
+  for (auto& x : w) x = lower(std::move(x));
   return w;
 }
 
@@ -46,27 +62,6 @@ bool repeats_a_token(const std::string& text, int times) {
 }
 
 namespace {
-
-// The case-preserving words of a text (same boundaries as shape_words).
-std::vector<std::string> cased_words(const std::string& text) {
-  std::vector<std::string> w;
-  std::string cur;
-  for (const unsigned char c : text) {
-    if (std::isalnum(c) || c == '\'' || c >= 0x80) {
-      cur.push_back(static_cast<char>(c));
-    } else if (!cur.empty()) {
-      w.push_back(std::move(cur));
-      cur.clear();
-    }
-  }
-  if (!cur.empty()) w.push_back(std::move(cur));
-  return w;
-}
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // "thethe", "OfOf": a word of two halves equal without case, each of at least two letters.
 bool doubled_word(const std::string& w) {
