@@ -4,33 +4,21 @@
 # token F1 and BLEU against the CPU-hours each setting's training took.
 #   launch/contextual_frontier.sh NAME "SETS" [NAME "SETS" ...]
 #   e.g. launch/contextual_frontier.sh base "" steps3k "--set stage2.steps=3000"
-# SETS are `--set key=value` options on top of configs/contextual-replicate.yaml (CONFIG overrides it). Each setting
+# SETS are `--set key=value` options on top of configs/contextual-frontier.yaml (CONFIG overrides it). Each setting
 # trains `daei train --stage clean-inverter` on NP ranks (default 2) and is evaluated with `daei eval` (the clean
-# rows, clean-to-noisy at the config's σ, floor-constant and floor-retrieval). The contextual embedder comes from
-# launch/contextual_embedder.sh (run first when missing). Corpus, tokenizer and the pretrain T5 are that run's (they
-# read the training texts alone, with the same config keys: the attacker's own `daei pretrain` would be the same
-# computation); the caches are built once in runs/ctxf-data. Each setting's run: runs/ctxf-NAME; rows of the table
-# in runs/ctxf-NAME.row (JSON); the summary: launch/contextual_frontier_summary.py.
+# rows, clean-to-noisy at the config's σ, floor-constant and floor-retrieval). The embedder, corpus, tokenizer,
+# pretrain T5 and caches: launch/contextual_data.sh (runs/ctxf-data, built when missing). Each setting's run:
+# runs/ctxf-NAME; rows of the table in runs/ctxf-NAME.row (JSON); the summary: launch/contextual_frontier_summary.py.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/ || /^#SBATCH/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CONFIG=${CONFIG:-configs/contextual-replicate.yaml}
+CONFIG=${CONFIG:-configs/contextual-frontier.yaml}
 NP=${NP:-2}
 D=${DAEI:-build/daei}
-E=runs/contextual-embedder
-DATA=runs/ctxf-data
 (($# >= 2 && $# % 2 == 0)) || { echo "usage: launch/contextual_frontier.sh NAME \"SETS\" [NAME \"SETS\" ...]" >&2; exit 2; }
-[[ -x $D ]] || bash launch/build.sh --target daei
-[[ -d $E/embedder/final/st ]] || DAEI=$D bash launch/contextual_embedder.sh
-if [[ ! -f $DATA/cache/test/clean/manifest.json ]]; then
-  mkdir -p "$DATA"
-  for d in corpus tokenizer pretrain; do [[ -e $DATA/$d ]] || ln -s "../contextual-embedder/$d" "$DATA/$d"; done
-  for s in train val test; do
-    bash launch/mpirun.sh "$NP" cache build --split "$s" --clean --config "$CONFIG" --set run.name=ctxf-data
-  done
-fi
+CONFIG=$CONFIG NP=$NP DAEI=$D bash launch/contextual_data.sh
 while (($# >= 2)); do
   name=$1 sets=$2; shift 2
   [[ $name =~ ^[a-z0-9-]+$ && $name != data ]] || { echo "bad setting name '$name'" >&2; exit 2; }
@@ -41,11 +29,7 @@ while (($# >= 2)); do
   # The training's CPU seconds (user + system of every rank, from the children's rusage): its cost whatever else
   # shares the machine; the wall time is kept beside it.
   # shellcheck disable=SC2086
-  python3 -c 'import resource, subprocess, sys
-rc = subprocess.call(sys.argv[2:])
-u = resource.getrusage(resource.RUSAGE_CHILDREN)
-open(sys.argv[1], "w").write(f"{u.ru_utime + u.ru_stime:.1f}\n")
-sys.exit(rc)' "$run.cpu_s" bash launch/mpirun.sh "$NP" train --stage clean-inverter --resume --config "$CONFIG" $sets \
+  python3 launch/cpu_seconds.py "$run.cpu_s" bash launch/mpirun.sh "$NP" train --stage clean-inverter --resume --config "$CONFIG" $sets \
     --set run.name=ctxf-$name >"$run.train.log" 2>&1 ||
     { echo "[frontier] $name: training failed, see $run.train.log" >&2; continue; }
   t1=$(date +%s.%N)

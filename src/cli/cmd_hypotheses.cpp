@@ -3,6 +3,8 @@
 // same for the first train.heldout_rows val rows into cache/hyp-val* (the corrector's held-out CE).
 //   --for 4                stage-3 inverter on DAE₃(y)   → cache/hyp-train, hyp-val            (daei)
 //   --for dae-corrector    stage-2 inverter on DAE₁(y)   → cache/hyp-train-dae, hyp-val-dae    (dae-corrected)
+//   --for dae-continued-corrector  stage2-continued on DAE₁(y) → cache/hyp-train-dae-continued, hyp-val-dae-continued
+//                          (dae-corrected-continued: dae-corrected at daei's inverter steps; with stage3.control)
 //   --for noisy-corrector  noisy inverter on y, no DAE  → cache/hyp-train-noisy, hyp-val-noisy (noisy-vec2text)
 //   --for clean-corrector  clean inverter on e, embedded without noise → cache/hyp-train-clean, hyp-val-clean
 //                          (reference.corrector: the corrected clean-to-* references, outside the threat model)
@@ -32,7 +34,8 @@ const CorrectorChain& chain(const HypothesesCommand& cmd) {
   const CorrectorChain* c = find_corrector_chain(cmd.for_stage);
   if (!c)
     throw UsageError(
-        fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, noisy-corrector, clean-corrector",
+        fmt::format("hypotheses: --for {} is not one of: 4, dae-corrector, dae-continued-corrector, noisy-corrector, "
+                    "clean-corrector",
                     cmd.for_stage));
   return *c;
 }

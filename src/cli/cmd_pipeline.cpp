@@ -108,6 +108,7 @@ std::vector<Step> plan(const Context& ctx) {
     // With reference.corrector, a fourth: the clean reference's corrector (clean-to-*-corrected rows).
     for (const auto& ch : corrector_chains()) {
       if (ch.reference && !(reference && c.flag("reference.corrector"))) continue;
+      if (ch.control && !(c.flag("stage3.control") && c.flag("stage4.continued_corrector"))) continue;
       const std::string train = layout.cache(ch.hyp_split), val = layout.cache(ch.hyp_val_split());
       const std::string hyp_split = ch.hyp_split, hyp_val = ch.hyp_val_split();
       const std::string from = ch.inverter_stage + "/final" + (ch.dae_stage.empty() ? " (no DAE)" : ", " + ch.dae_stage +

@@ -361,7 +361,8 @@ DAEI_SUBCOMMAND(train_spec(
     "clean-inverter: baselines; dae-corrector, noisy-corrector: the correctors of dae-corrected and noisy-vec2text; "
     "clean-corrector: the clean reference's corrector (reference.corrector); pretrain: a T5 pretrained with span corruption on the "
     "training texts, the start of every inverter when pretrain.enabled; "
-    "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; lm: the generator of "
+    "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; dae-continued-corrector: "
+    "its corrector (the dae-corrected-continued row, dae-corrected at daei's inverter steps); lm: the generator of "
     "zsinvert, trained on texts only; embedder: a contextual sentence embedder (pretrain's T5 encoder, SimCSE on the training texts), "
     "exported as a sentence-transformers directory); --resume continues from the newest checkpoint",
     add_flags));

@@ -18,7 +18,7 @@ void add_flags(CLI::App& app, CacheBuildCommand& o) {
 void add_flags(CLI::App& app, TrainCommand& o) {
   app.add_option("--stage", o.stage,
                  "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | "
-                 "stage2-continued | lm | pretrain | wiener-inverter | clean-corrector")
+                 "stage2-continued | dae-continued-corrector | lm | pretrain | wiener-inverter | clean-corrector")
       ->required();
   add_resume_flags(app, o);
 }
@@ -29,7 +29,7 @@ void add_resume_flags(CLI::App& app, TrainCommand& o) {
 }
 
 void add_flags(CLI::App& app, HypothesesCommand& o) {
-  app.add_option("--for", o.for_stage, "whose data: 4 (daei, default) | dae-corrector | noisy-corrector");
+  app.add_option("--for", o.for_stage, "whose data: 4 (daei, default) | dae-corrector | dae-continued-corrector | noisy-corrector | clean-corrector");
 }
 
 void add_flags(CLI::App& app, EvalCommand& o) {

@@ -18,20 +18,24 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
-                                          "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
-                                          "clean-corrector", "lm", "pretrain", "embedder"};
+                                          "stage3", "stage2-continued", "stage4", "dae-corrector",
+                                          "dae-continued-corrector", "noisy-corrector", "clean-corrector", "lm",
+                                          "pretrain", "embedder"};
 // The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, and pretrain have the inverters' shape).
 const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
-                                             "stage3", "stage2-continued", "stage4", "dae-corrector", "noisy-corrector",
-                                             "clean-corrector", "lm", "pretrain", "embedder"};
-const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-noisy",
-                                              "cache/hyp-train-clean"};
-const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "noisy-corrector", "clean-corrector"};
+                                             "stage3", "stage2-continued", "stage4", "dae-corrector",
+                                             "dae-continued-corrector", "noisy-corrector", "clean-corrector", "lm",
+                                             "pretrain", "embedder"};
+const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-dae-continued",
+                                              "cache/hyp-train-noisy", "cache/hyp-train-clean"};
+const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "dae-continued-corrector", "noisy-corrector",
+                                              "clean-corrector"};
 const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
-                                              "clean-inverter", "wiener-inverter", "stage3", "stage2-continued", "cache/hyp-train",
-                                              "cache/hyp-train-dae", "cache/hyp-train-noisy", "cache/hyp-train-clean",
-                                              "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "lm",
-                                              "pretrain", "embedder"};
+                                              "clean-inverter", "wiener-inverter", "stage3", "stage2-continued",
+                                              "cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-dae-continued",
+                                              "cache/hyp-train-noisy", "cache/hyp-train-clean", "stage4",
+                                              "dae-corrector", "dae-continued-corrector", "noisy-corrector",
+                                              "clean-corrector", "lm", "pretrain", "embedder"};
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
@@ -103,8 +107,8 @@ const std::vector<Rule>& rules() {
       {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
       {"reference.embedder", {"cache/*/clean"}},  // the clean rows of the caches (their noisy rows do not read it)
       {"reference.", {"clean-inverter"}},
-      {"stage3.control", {}},
-      {"stage2.wiener_inverter", {}},     // whether the linear reference runs, not what any saved work computed             // whether the control runs, not what any saved work computed
+      {"stage3.control", {}},          // whether the control runs, not what any saved work computed
+      {"stage2.wiener_inverter", {}},  // whether the linear reference runs, not what any saved work computed
       {"stage3.lambda_max", {"stage3"}},
       {"stage3.lambda_warmup_steps", {"stage3"}},
       {"stage3.pcgrad", {"stage3"}},
@@ -114,12 +118,19 @@ const std::vector<Rule>& rules() {
       {"stage3.", {"stage3", "stage2-continued"}},  // the control shares stage 3's budget
       {"hypotheses.", kHypotheses},
       {"protocol.clean_hypotheses", {"cache/hyp-train", "stage4"}},  // the daei chain's hypotheses and corrector
+      {"stage4.continued_corrector", {}},  // whether that corrector runs, not what any saved work computed
       {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
       {"embedder_train.", {"embedder"}},  // the contextual embedder (a GTR stand-in)
       // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).
       {"pretrain.", {"pretrain", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter", "stage3",
-                     "stage2-continued", "stage4", "dae-corrector", "noisy-corrector", "clean-corrector", "embedder"}},
+                     "stage2-continued", "stage4", "dae-corrector", "dae-continued-corrector", "noisy-corrector",
+                     "clean-corrector", "embedder"}},
+      // The attack's trained models (stages::attack_seed); the corpus, caches, pretrain, lm and embedder keep run.seed.
+      {"train.seed", {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter", "stage3",
+                      "stage2-continued", "cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-dae-continued",
+                      "cache/hyp-train-noisy", "cache/hyp-train-clean", "stage4", "dae-corrector",
+                      "dae-continued-corrector", "noisy-corrector", "clean-corrector"}},
       {"train.", kStages},
   };
   return r;

@@ -261,6 +261,7 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
                                             : "embedded whole (eval.cut_before_embedding false)");
   json per_round{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"splits", json::object()}};
   std::string samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery.\n";
+  std::string recoveries;  // recoveries.jsonl
   for (size_t si = 0; si < splits.size(); ++si) {
     const EvalSplit& split = splits[si];
     std::vector<std::string> refs = reference_texts(ctx, split.texts);
@@ -316,6 +317,17 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
                         100.0 * s.mean.at("top_template"), 100.0 * s.mean.at("loops"), 100.0 * s.mean.at("artefacts"),
                         100.0 * s.mean.at("repeat4"));
     }
+    // Every text's recovery and scores, a line each: what a reader checks a row against, and what pools seeds
+    // or bootstraps a ratio of two rows (launch/contextual_replicate_summary.py).
+    for (size_t i = 0; i < split.texts.size(); ++i) {
+      json line{{"split", split.name}, {"i", static_cast<int64_t>(i)}, {"truth", refs[i]}, {"systems", json::object()}};
+      for (const auto& sys : systems) {
+        const auto& s = scores.at(sys.name);
+        if (i < s.recovered.size())
+          line["systems"][sys.name] = {{"text", s.recovered[i]}, {"bleu", s.bleu[i]}, {"token_f1", s.token_f1[i]}};
+      }
+      recoveries += line.dump() + "\n";
+    }
     md += shape_legend(scores, systems);
     const auto above = floor_verdicts(scores, systems, opt);
     js["floor_verdicts"] = above.first;
@@ -354,6 +366,8 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
                                                                  {"daei", "joint-no-corrector"},
                                                                  {"dae-corrected", "noisy-vec2text"},
                                                                  {"daei", "dae-corrected"},
+                                                                 {"daei", "dae-corrected-continued"},
+                                                                 {"dae-corrected-continued", "dae-only-continued"},
                                                                  {"daei", "noisy-vec2text"},
                                                                  {"daei", "noisy-inverter"},
                                                                  {"clean-to-clean", "daei"},
@@ -411,12 +425,14 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
   write_file_atomic(out + "/results.json", res.dump(2) + "\n");  // whole: nothing kept from an earlier run
   write_file_atomic(out + "/results.md", md);
   write_file_atomic(out + "/samples.md", samples_md);
+  write_file_atomic(out + "/recoveries.jsonl", recoveries);
   if (!per_round["splits"].empty()) {
     per_round["wall_s"] = wall;
     write_per_round(out, per_round);
     LOG_INFO("[eval] wrote {}/per_round.json, per_round.md, per_round.png", out);
   }
-  LOG_INFO("[eval] wrote {}/results.json, results.md, samples.md ({})", out, Progress::format_duration(wall));
+  LOG_INFO("[eval] wrote {}/results.json, results.md, samples.md, recoveries.jsonl ({})", out,
+           Progress::format_duration(wall));
 }
 
 }  // namespace

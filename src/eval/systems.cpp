@@ -32,9 +32,10 @@ namespace daei {
 namespace {
 // The inverter-only row a corrected row starts from (its round 0).
 std::string round0_system(const CorrectorChain& chain) {
-  return chain.inverter_stage == "stage3" ? "joint-no-corrector"
-         : chain.inverter_stage == "stage2" ? "dae-only"
-                                            : "noisy-inverter";
+  return chain.inverter_stage == "stage3"             ? "joint-no-corrector"
+         : chain.inverter_stage == "stage2"           ? "dae-only"
+         : chain.inverter_stage == "stage2-continued" ? "dae-only-continued"
+                                                      : "noisy-inverter";
 }
 std::shared_ptr<InverterImpl> load_inverter_if(const RunLayout& layout, const std::string& stage) {
   if (!layout.stage_complete(stage)) return nullptr;
@@ -78,10 +79,11 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
   for (const auto& chain : corrector_chains()) {
     if (!layout.stage_complete(chain.folder)) continue;
     if (chain.reference && !cfg.flag("reference.corrector")) continue;
-    auto inv = chain.reference                    ? c.clean_inv
-               : chain.inverter_stage == "stage3" ? c.stage3_inv
-               : chain.inverter_stage == "stage2" ? c.stage2_inv
-                                                  : c.noisy_inv;
+    auto inv = chain.reference                              ? c.clean_inv
+               : chain.inverter_stage == "stage3"           ? c.stage3_inv
+               : chain.inverter_stage == "stage2"           ? c.stage2_inv
+               : chain.inverter_stage == "stage2-continued" ? c.stage2_continued_inv
+                                                            : c.noisy_inv;
     auto dae = chain.dae_stage == "stage3" ? c.dae3 : chain.dae_stage == "stage1" ? c.dae1 : nullptr;
     if (!inv || (!chain.dae_stage.empty() && !dae)) continue;
     if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
@@ -271,10 +273,12 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                  }});
   corrected("dae-corrected");
   if (ctx.stage2_continued_inv && ctx.dae1)
-    s.push_back({"dae-only-continued", false, [c](const EvalSplit& sp) {
-                   return texts_run(decode_texts(*c, *c->stage2_continued_inv, denoise(*c->dae1, sp.noisy, c->dae_sigma(sp)),
-                                                 "dae-only-continued"));
+    s.push_back({"dae-only-continued", false, [c, memo](const EvalSplit& sp) {
+                   return memo("dae-only-continued", sp,
+                               decode_texts(*c, *c->stage2_continued_inv, denoise(*c->dae1, sp.noisy, c->dae_sigma(sp)),
+                                            "dae-only-continued"));
                  }});
+  corrected("dae-corrected-continued");
   if (ctx.stage3_inv && ctx.dae3)
     s.push_back({"joint-no-corrector", false, [c, memo](const EvalSplit& sp) {
                    return memo("joint-no-corrector", sp,

@@ -79,7 +79,7 @@ SureStep sure_step(Dae& dae, const NoisyDataset& data, const Batch& b, uint64_t 
 Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_dir,
                std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> val, bool resume, bool force)
     : comm_(comm), stage_dir_(stage_dir), train_(std::move(train)), val_(std::move(val)) {
-  seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));
+  seed_ = attack_seed(cfg);
   torch::manual_seed(seed_);  // identical initial weights on every rank (rank 0's are broadcast anyway)
   dae_ = Dae(dae_options(cfg, train_->dim()));
   dae_->train();

@@ -104,7 +104,7 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
     : data_(std::move(data)), tok_(std::move(tok)) {
   DAEI_CHECK(data_.rows > 0 && data_.embeddings && data_.texts, "[{}] no training data", tag);
   // The same initial weights for every inverter of a run (dae-only, noisy, clean): only the inputs differ.
-  torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x1A7E27ULL));
+  torch::manual_seed(splitmix64(attack_seed(cfg) ^ 0x1A7E27ULL));
   inverter_ = budget.init_dir.empty() ? make_inverter(cfg, data_.dim, tok_->vocab_size())
                                       : Inverter(InverterImpl::load(budget.init_dir));
   if (budget.init_dir.empty() && !budget.pretrained_dir.empty()) {
@@ -115,7 +115,7 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   } else if (budget.init_dir.empty() && budget.token_box) {
     const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box,
                                          cfg.integer("inverter.token_init_queries"),
-                                         splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0x70CE2ULL));
+                                         splitmix64(attack_seed(cfg) ^ 0x70CE2ULL));
     LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
              r.initialised, r.pieces, r.queries);
   }

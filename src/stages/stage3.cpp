@@ -27,7 +27,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
                std::shared_ptr<const NoisyDataset> train, std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir,
                const std::string& inverter_dir, bool resume, bool force)
     : train_(std::move(train)), tok_(std::move(tok)), stage_dir_(stage_dir) {
-  seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));  // stage 1's streams: with λ = 0 a step is a stage-1 step
+  seed_ = attack_seed(cfg);  // stage 1's streams: with λ = 0 a step is a stage-1 step
   double sigma0 = 0;
   dae_ = load_dae_for(dae_dir, train_->sigma(), &sigma0);
   inverter_ = Inverter(InverterImpl::load(inverter_dir));

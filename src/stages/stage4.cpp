@@ -23,6 +23,9 @@ const std::vector<CorrectorChain>& corrector_chains() {
       {"4", "stage4", "daei", "stage3", "stage3", "hyp-train"},
       {"dae-corrector", "dae-corrector", "dae-corrected", "stage2", "stage1", "hyp-train-dae"},
       {"noisy-corrector", "noisy-corrector", "noisy-vec2text", "noisy-inverter", "", "hyp-train-noisy"},
+      // dae-corrected at daei's inverter steps (stage 2 + stage 3's): with stage4.continued_corrector.
+      {"dae-continued-corrector", "dae-continued-corrector", "dae-corrected-continued", "stage2-continued", "stage1",
+       "hyp-train-dae-continued", false, true},
       {"clean-corrector", "clean-corrector", "clean-to-clean-corrected", "clean-inverter", "", "hyp-train-clean", true},
   };
   return c;
@@ -75,7 +78,7 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
     dae_->eval();
     for (auto& p : dae_->parameters()) p.set_requires_grad(false);
   }
-  torch::manual_seed(splitmix64(static_cast<uint64_t>(cfg.integer("run.seed")) ^ 0xC0AAEC7ULL));
+  torch::manual_seed(splitmix64(attack_seed(cfg) ^ 0xC0AAEC7ULL));
   CorrectorConfig cc;
   cc.dim = data_.train->dim();
   cc.repeat = cfg.integer("inverter.repeat_tokens");

@@ -34,13 +34,15 @@ class CorrectorImpl;
 // One corrected system: which inverter produces its hypotheses, which DAE shields it, where it lives.
 struct CorrectorChain {
   std::string stage;           // `train --stage` and `hypotheses --for`: "4" | "dae-corrector" | "noisy-corrector" |
-                               //   "clean-corrector"
+                               //   "dae-continued-corrector" | "clean-corrector"
   std::string folder;          // runs/NAME/<folder>: "stage4" | "dae-corrector" | "noisy-corrector"
   std::string system;          // its row: "daei" | "dae-corrected" | "noisy-vec2text" | "clean-to-clean-corrected"
   std::string inverter_stage;  // the inverter it corrects (and starts from): "stage3" | "stage2" | "noisy-inverter"
   std::string dae_stage;       // the frozen DAE: "stage3" | "stage1" | "" (none)
   std::string hyp_split;       // its training hypotheses: cache/<hyp_split>; held-out ones in cache/<val split>
   bool reference = false;      // the clean corrector: clean targets and clean hypothesis embeddings
+  bool control = false;        // only with stage3.control and stage4.continued_corrector: dae-corrected over the
+                               // continued stage-2 inverter (the dae-corrected-continued row)
   std::string hyp_val_split() const;  // "hyp-val" | "hyp-val-dae" | "hyp-val-noisy" | "hyp-val-clean"
 };
 const std::vector<CorrectorChain>& corrector_chains();

@@ -54,13 +54,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+uint64_t attack_seed(const Config& cfg) {
+  const int64_t s = cfg.integer("train.seed");
+  return static_cast<uint64_t>(s >= 0 ? s : cfg.integer("run.seed"));
+}
+
 TrainerOptions trainer_options(const Config& cfg, const std::string& sk, const std::string& stage_dir) {
   TrainerOptions o;
   o.stage_dir = stage_dir;
   o.tag = sk;
   TrainerOptions::stage_fields(o, config_reader(cfg, sk));
   TrainerOptions::train_fields(o, config_reader(cfg, "train"));
-  o.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
+  const bool shared_work = sk == "lm" || sk == "pretrain" || sk == "embedder_train";
+  o.seed = shared_work ? static_cast<uint64_t>(cfg.integer("run.seed")) : attack_seed(cfg);
   o.bucket_bytes = cfg.integer("dist.bucket_mb") << 20;
   return o;
 }

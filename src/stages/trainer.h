@@ -90,6 +90,11 @@ struct TrainerOptions {
   }
 };
 // train.* keys (configs/defaults/train.yaml) layered under the stage's own keys (stageK.*).
+// The seed of the attack's trained models (stage 1, the inverters, stage 3, the correctors; their initial weights,
+// data order and noise streams): train.seed, or run.seed where train.seed is -1. The corpus, caches, tokenizer,
+// pretrain, lm, the embedder and eval's bootstrap keep run.seed, so several training seeds share that work.
+uint64_t attack_seed(const Config& cfg);
+
 TrainerOptions trainer_options(const Config& cfg, const std::string& stage_key, const std::string& stage_dir);
 
 // The device of this rank: train.device (auto | cpu | cuda); auto = cuda:local_rank % count when libtorch has CUDA.

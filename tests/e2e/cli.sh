@@ -59,6 +59,11 @@ check "cache val with --clean" 'grep -q "daei cache build --split val --clean$" 
 check "stage 1 resumes" 'grep -q "daei train --stage 1 --resume$" <<<"$plan"'
 check "each corrector's own --for" '[[ "$plan" == *"--for 4"*"--stage 4 --resume"*"--for dae-corrector"* ]]'
 check "no step forces" '[[ "$plan" != *"--force"* ]]'
+check "no continued corrector by default" '[[ "$plan" != *"dae-continued-corrector"* ]]'
+# stage4.continued_corrector (issue 46): dae-corrected over stage2-continued, after that control and its hypotheses.
+plan=$("$D" pipeline --dry-run --set run.root=runsC --set reference.enabled=false \
+  --set stage4.continued_corrector=true 2>/dev/null); rc=$?
+check "continued corrector planned" '[[ $rc -eq 0 && "$plan" == *"--stage stage2-continued --resume"*"--for dae-continued-corrector"*"--stage dae-continued-corrector --resume"* ]]'
 
 # DAEI_T5_KERNELS (which fused T5 kernels run; issue 24): a value it does not know stops every command before it
 # writes anything, in one line.

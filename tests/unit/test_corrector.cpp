@@ -2,7 +2,10 @@
 // beam, query accounting, chunked embedding). Fixtures: tests/support/corrector_fixtures.h.
 #include "../support/corrector_fixtures.h"
 #include "../support/test_seed.h"
+#include "cli/config_guard.h"
+#include "core/config.h"
 #include "eval/evaluate.h"
+#include "stages/stage4.h"
 #include "stages/data_source.h"
 
 using namespace daei;
@@ -486,4 +489,25 @@ TEST(EvalTruncation, TextsOverTheLimitAreEmbeddedCut) {
   EXPECT_TRUE(torch::equal(split.noisy[0], torch::full({3}, 5.0)));
   EXPECT_TRUE(torch::equal(split.clean[1], torch::full({3}, 7.0)));
   EXPECT_TRUE(torch::equal(split.noisy[1], torch::full({3}, 8.0)));
+}
+
+// The dae chain at daei's inverter steps (issue 46): its corrector corrects stage2-continued behind the stage-1 DAE,
+// with hypotheses of its own, and runs only when asked (a key that changes no saved work).
+TEST(Corrector, TheContinuedDaeChainCorrectsTheControlInverter) {
+  const CorrectorChain* c = find_corrector_chain("dae-corrected-continued");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->stage, "dae-continued-corrector");
+  EXPECT_EQ(c->inverter_stage, "stage2-continued");
+  EXPECT_EQ(c->dae_stage, "stage1");
+  EXPECT_EQ(c->hyp_split, "hyp-train-dae-continued");
+  EXPECT_EQ(c->hyp_val_split(), "hyp-val-dae-continued");
+  EXPECT_TRUE(c->control);
+  EXPECT_FALSE(c->reference);
+  for (const auto& other : corrector_chains()) {
+    if (&other != c) EXPECT_NE(other.hyp_split, c->hyp_split) << other.system;
+  }
+  EXPECT_FALSE(Config::defaults().flag("stage4.continued_corrector"));
+  EXPECT_TRUE(cli::work_depending_on("stage4.continued_corrector").empty());
+  const auto fed = cli::work_depending_on("stage4.steps");
+  EXPECT_NE(std::find(fed.begin(), fed.end(), "dae-continued-corrector"), fed.end());
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/toy_run.h"
+#include "cli/config_guard.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/safetensors.h"
@@ -217,6 +218,31 @@ TEST(Stage2, ResumesAcrossPrecisions) {
     }
     EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6})) << dir;
   }
+}
+
+// train.seed (stages::attack_seed) retrains the attack's models with a seed of their own: unset (-1) it is run.seed,
+// bit for bit; another value changes the weights; the config guard keeps the corpus, caches and pretrain for it.
+TEST(Stage2, TrainSeedIsRunSeedUnlessSetAndKeepsSharedWork) {
+  Toy t("s2seed");
+  LocalCommunicator one;
+  auto train = [&](const std::string& name, const std::vector<std::string>& sets) {
+    auto c = test::toy_config(4, 8);
+    for (const auto& s : sets) c.set(s, "test");
+    InverterStage s(c, one, "stage2", t.dir + "/" + name, noisy_data(t.data), t.tok, false, false);
+    EXPECT_EQ(s.run(), kExitOk);
+    return t.dir + "/" + name + "/final/inverter/model.safetensors";
+  };
+  const auto base = train("unset", {});
+  const auto same = train("same", {fmt::format("train.seed={}", test::toy_config(4, 8).integer("run.seed"))});
+  const auto other = train("other", {"train.seed=7"});
+  EXPECT_EQ(max_diff_files(base, same), 0.0);
+  EXPECT_GT(max_diff_files(base, other), 0.0);
+  EXPECT_EQ(Config::defaults().integer("train.seed"), -1);
+  const auto fed = cli::work_depending_on("train.seed");
+  for (const char* kept : {"corpus", "cache", "tokenizer", "pretrain", "lm", "embedder"})
+    EXPECT_EQ(std::find(fed.begin(), fed.end(), kept), fed.end()) << kept;
+  for (const char* retrained : {"stage1", "stage2", "noisy-inverter", "stage3", "cache/hyp-train", "stage4"})
+    EXPECT_NE(std::find(fed.begin(), fed.end(), retrained), fed.end()) << retrained;
 }
 
 TEST(Stage3, LambdaZeroIsAStage1StepAndLeavesTheInverter) {

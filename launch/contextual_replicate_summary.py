@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""The contextual replicate's tables (issue 46) from the runs of launch/contextual_replicate.sh, one a training seed:
+every row's token F1 and BLEU as the mean over seeds with the seed spread beside it, the floors, the text-shape
+columns, the headline differences (daei against noisy-vec2text, dae-corrected and dae-corrected-continued) per seed with
+eval's paired intervals and pooled over seeds, the BLEU ratio with a bootstrap interval, and the targets of the issue.
+
+  python3 launch/contextual_replicate_summary.py [--out results/contextual_replicate] RUN_DIR [RUN_DIR ...]
+
+Reads each RUN_DIR's eval/results.json, eval/recoveries.jsonl and config.yaml, RUN_DIR.cpu_s and RUN_DIR.log.
+Writes OUT.json, OUT.table.md (the tables that OUT.md quotes) and OUT/samples.md (the first 20 test texts, every row, the first run's recoveries and daei's
+of the others). Pooled intervals resample the texts (paired: the same texts for both rows and every seed) with a
+fixed seed; nothing is computed that eval did not score except means over seeds, differences, ratios and intervals."""
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+from datetime import datetime
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from contextual_frontier_summary import bf16_isa, cpu_model  # noqa: E402
+
+HEADLINE = [("daei", "noisy-vec2text"), ("daei", "dae-corrected"), ("daei", "dae-corrected-continued"),
+            ("dae-corrected-continued", "dae-corrected"), ("noisy-vec2text", "noisy-inverter"),
+            ("daei", "joint-no-corrector")]
+NOISY_ROWS = ["noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected", "dae-only-continued",
+              "dae-corrected-continued", "joint-no-corrector", "daei"]
+BOOT = 2000
+
+
+def load_run(run):
+    res = json.load(open(os.path.join(run, "eval", "results.json")))
+    rec = [json.loads(x) for x in open(os.path.join(run, "eval", "recoveries.jsonl")) if x.strip()]
+    rec = [r for r in rec if r["split"] == "test"]
+    cpu = None
+    if os.path.exists(run + ".cpu_s"):
+        cpu = float(open(run + ".cpu_s").read().strip())
+    wall = None
+    if os.path.exists(run + ".log"):
+        stamps = re.findall(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]", open(run + ".log").read(), re.M)
+        if stamps:
+            f = "%Y-%m-%d %H:%M:%S"
+            wall = (datetime.strptime(stamps[-1], f) - datetime.strptime(stamps[0], f)).total_seconds()
+    cfg = open(os.path.join(run, "config.yaml")).read()
+    seed = re.search(r"^train:\n(?:  .*\n)*?  seed: (-?\d+)", cfg, re.M)
+    return {"run": run, "results": res, "test": res["splits"]["test"], "recoveries": rec, "cpu_s": cpu,
+            "wall_s": wall, "seed": int(seed.group(1)) if seed else None}
+
+
+def per_text(run, system, metric):
+    return [r["systems"][system][metric] for r in run["recoveries"] if system in r["systems"]]
+
+
+def pooled_diff(runs, a, b, metric, rng):
+    """Mean over seeds of (a − b), with a paired bootstrap over texts (every seed resampled with the same texts)."""
+    pairs = [(per_text(r, a, metric), per_text(r, b, metric)) for r in runs
+             if a in r["test"]["systems"] and b in r["test"]["systems"]]
+    if not pairs:
+        return None
+    n = len(pairs[0][0])
+    d = [sum(pa[i] - pb[i] for pa, pb in pairs) / len(pairs) for i in range(n)]
+    boots = []
+    for _ in range(BOOT):
+        idx = [rng.randrange(n) for _ in range(n)]
+        boots.append(sum(d[i] for i in idx) / n)
+    boots.sort()
+    return {"diff": sum(d) / n, "ci": [boots[int(0.025 * BOOT)], boots[int(0.975 * BOOT) - 1]], "seeds": len(pairs)}
+
+
+def pooled_ratio(runs, a, b, rng):
+    """BLEU(a) / BLEU(b), BLEU averaged over texts and seeds, with a bootstrap interval over texts."""
+    pairs = [(per_text(r, a, "bleu"), per_text(r, b, "bleu")) for r in runs
+             if a in r["test"]["systems"] and b in r["test"]["systems"]]
+    if not pairs:
+        return None
+    n = len(pairs[0][0])
+    va = [sum(p[0][i] for p in pairs) / len(pairs) for i in range(n)]
+    vb = [sum(p[1][i] for p in pairs) / len(pairs) for i in range(n)]
+    if sum(vb) == 0:
+        return None
+    boots = []
+    for _ in range(BOOT):
+        idx = [rng.randrange(n) for _ in range(n)]
+        sb = sum(vb[i] for i in idx)
+        if sb > 0:
+            boots.append(sum(va[i] for i in idx) / sb)
+    boots.sort()
+    k = len(boots)
+    per_seed = [sum(p[0]) / sum(p[1]) if sum(p[1]) > 0 else None for p in pairs]
+    return {"ratio": sum(va) / sum(vb), "ci": [boots[int(0.025 * k)], boots[int(0.975 * k) - 1]],
+            "per_seed": per_seed}
+
+
+def spread(values):
+    return {"mean": statistics.mean(values), "min": min(values), "max": max(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "values": values}
+
+
+def fmt_spread(s):
+    if len(s["values"]) == 1:
+        return f"{s['mean']:.3f}"
+    return f"{s['mean']:.3f} ± {s['sd']:.3f} ({', '.join(f'{v:.3f}' for v in s['values'])})"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/contextual_replicate")
+    ap.add_argument("--command", default=None)
+    ap.add_argument("runs", nargs="+")
+    a = ap.parse_args()
+    try:
+        runs = [load_run(r) for r in a.runs]
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit(f"contextual_replicate_summary: {e}")
+    rng = random.Random(20261204)
+    first = runs[0]
+    n = first["test"]["n"]
+    systems = list(first["test"]["systems"])
+    for r in runs[1:]:
+        systems += [s for s in r["test"]["systems"] if s not in systems]
+    rows = {}
+    for s in systems:
+        have = [r for r in runs if s in r["test"]["systems"]]
+        S = [r["test"]["systems"][s] for r in have]
+        rows[s] = {"seeds": len(have), "reference": S[0].get("reference", False), "floor": S[0].get("floor", False),
+                   "token_f1": spread([x["token_f1"] for x in S]), "bleu": spread([x["bleu"] for x in S]),
+                   "cos": statistics.mean(x["cos"] for x in S),
+                   "token_f1_ci_first": S[0]["token_f1_ci"], "bleu_ci_first": S[0]["bleu_ci"],
+                   "queries_per_text": statistics.mean(x["queries_per_text"] for x in S)}
+        for k in ("distinct", "top_template", "loops", "artefacts"):
+            rows[s][k] = statistics.mean(x[k] for x in S)
+        rows[s]["top_template_max"] = max(x["top_template"] for x in S)
+        rows[s]["distinct_min"] = min(x["distinct"] for x in S)
+        rows[s]["template_ngram"] = S[0].get("template_ngram", "")
+    per_seed = []
+    for r in runs:
+        per_seed.append({"run": r["run"], "seed": r["seed"], "cpu_s": r["cpu_s"], "wall_s": r["wall_s"],
+                         "revision": r["results"].get("revision"), "command": r["results"].get("command")})
+    headline = {}
+    for x, y in HEADLINE:
+        headline[f"{x} − {y}"] = {m: pooled_diff(runs, x, y, m, rng) for m in ("token_f1", "bleu")}
+        headline[f"{x} − {y}"]["per_seed_token_f1"] = [
+            r["test"]["systems"][x]["token_f1"] - r["test"]["systems"][y]["token_f1"] for r in runs
+            if x in r["test"]["systems"] and y in r["test"]["systems"]]
+        headline[f"{x} − {y}"]["per_seed_bleu"] = [
+            r["test"]["systems"][x]["bleu"] - r["test"]["systems"][y]["bleu"] for r in runs
+            if x in r["test"]["systems"] and y in r["test"]["systems"]]
+    ratio = pooled_ratio(runs, "daei", "noisy-vec2text", rng)
+    floors = {f: rows[f] for f in ("floor-constant", "floor-retrieval") if f in rows}
+    above = {}
+    for s in systems:
+        if rows[s]["floor"]:
+            continue
+        above[s] = {f"{fl}/{m}": pooled_diff([r for r in runs if s in r["test"]["systems"]], s, fl, m, rng)
+                    for fl in floors for m in ("token_f1", "bleu")}
+    # The issue's targets.
+    fc = rows["floor-constant"]["token_f1"]["mean"] if "floor-constant" in rows else None
+    cc = rows.get("clean-to-clean")
+    trained = [s for s in systems if not rows[s]["floor"]]
+    noisy_present = [s for s in NOISY_ROWS if s in rows]
+    cost = (cc["token_f1"]["mean"] - rows["noisy-inverter"]["token_f1"]["mean"]) if cc and "noisy-inverter" in rows \
+        else None
+    best_noisy = max(noisy_present, key=lambda s: rows[s]["token_f1"]["mean"]) if noisy_present else None
+    targets = {
+        "clean-to-clean F1 ≥ floor-constant + 0.25": (cc["token_f1"]["mean"], fc + 0.25,
+                                                      cc["token_f1"]["mean"] >= fc + 0.25) if cc and fc else None,
+        "clean-to-clean BLEU ≥ 0.10": (cc["bleu"]["mean"], 0.10, cc["bleu"]["mean"] >= 0.10) if cc else None,
+        "every noisy row above floor-retrieval (F1, pooled interval above 0)": [
+            (s, above[s].get("floor-retrieval/token_f1", {}) and above[s]["floor-retrieval/token_f1"]["ci"][0] > 0)
+            for s in noisy_present],
+        "distinct ≥ 90 % in every trained row (worst seed)": [(s, rows[s]["distinct_min"],
+                                                              rows[s]["distinct_min"] >= 0.9) for s in trained],
+        "top template ≤ 5 % in every trained row (worst seed)": [(s, rows[s]["top_template_max"],
+                                                                 rows[s]["top_template_max"] <= 0.05) for s in trained],
+        "the noise costs ≥ 0.10 F1 (clean-to-clean − noisy-inverter)": (cost, 0.10, cost >= 0.10) if cost is not None
+        else None,
+    }
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rev = "unknown"
+    command = a.command or ("launch/contextual_replicate.sh " + " ".join(str(r["seed"]) for r in runs))
+    out = {"command": command, "summary_revision": rev, "machine": f"{cpu_model()}, {os.cpu_count()} CPUs, bf16 ISA "
+           f"{bf16_isa()}", "runs": per_seed, "n": n, "rows": rows, "headline": headline,
+           "bleu_ratio_daei_over_noisy_vec2text": ratio, "above_floors": above, "targets": targets,
+           "protocol": "threat model, equal by construction: every inverter has stage 2's steps (the noisy inverter, "
+                       "stage2-continued and stage 3's inverter also stage 3's), every corrector stage 4's; one config "
+                       "for every system, no budget set per system"}
+    os.makedirs(a.out, exist_ok=True)
+    with open(a.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    write_md(a.out, out, runs, systems)
+    write_samples(a.out, runs, systems)
+    print(f"wrote {a.out}.json, {a.out}.table.md, {a.out}/samples.md")
+
+
+def write_md(prefix, out, runs, systems):
+    rows, H = out["rows"], out["headline"]
+    cpu = [r["cpu_s"] for r in out["runs"] if r["cpu_s"]]
+    wall = [r["wall_s"] for r in out["runs"] if r["wall_s"]]
+    md = ["# The contextual replicate: the whole attack on the contextual embedder, three training seeds", "",
+          f"- command: `{out['command']}` (configs/contextual-replicate.yaml; summary: "
+          f"`python3 launch/contextual_replicate_summary.py {' '.join(r['run'] for r in out['runs'])}`)",
+          f"- revision: {', '.join(sorted({str(r['revision']) for r in out['runs']}))} (eval); summary at "
+          f"{out['summary_revision']}",
+          f"- machine: {out['machine']}",
+          f"- wall time: {', '.join(f'{w / 60:.1f}' for w in wall)} min a seed (pipeline, first to last log line); "
+          f"training and eval CPU time {sum(cpu) / 3600:.2f} CPU-h in all" if wall else "- wall time: not recorded",
+          f"- test split, n = {out['n']} texts a seed (the same texts for every seed and row); seeds "
+          f"{', '.join(str(r['seed']) for r in out['runs'])} (train.seed)",
+          f"- protocol: {out['protocol']}", "",
+          "## Every row: mean over seeds ± sd (each seed's value)", "",
+          "| system | token F1 | BLEU | cos | queries/text | distinct | top template | loops ≤ 8 |",
+          "|---|---|---|---|---|---|---|---|"]
+    for s in systems:
+        r = rows[s]
+        tag = " (floor)" if r["floor"] else " (reference, seed 1 only)" if r["reference"] and r["seeds"] == 1 else \
+            " (reference)" if r["reference"] else ""
+        md.append(f"| {s}{tag} | {fmt_spread(r['token_f1'])} | {fmt_spread(r['bleu'])} | {r['cos']:.3f} | "
+                  f"{r['queries_per_text']:.1f} | {100 * r['distinct']:.1f} % | {100 * r['top_template']:.1f} % "
+                  f"(\"{r['template_ngram']}\") | {100 * r['loops']:.1f} % |")
+    md += ["", "distinct, top template and loops: means over seeds (`src/eval/text_shape.h`); the floors are the same "
+           "for every seed (they read the training texts and the release's answers only).", "",
+           "## The headline: differences, per seed and pooled", "",
+           "Pooled: the mean over seeds of the per-text difference, 95 % paired bootstrap over the texts "
+           f"({BOOT} resamples; the same texts for every seed). Per seed: each seed's difference of means.", "",
+           "| difference | token F1 pooled [95 %] | token F1 per seed | BLEU pooled [95 %] | BLEU per seed |",
+           "|---|---|---|---|---|"]
+    for k, v in H.items():
+        if not v["token_f1"]:
+            continue
+        f, b = v["token_f1"], v["bleu"]
+        md.append(f"| {k} | {f['diff']:+.3f} [{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}] | "
+                  f"{', '.join(f'{x:+.3f}' for x in v['per_seed_token_f1'])} | {b['diff']:+.3f} [{b['ci'][0]:+.3f}, "
+                  f"{b['ci'][1]:+.3f}] | {', '.join(f'{x:+.3f}' for x in v['per_seed_bleu'])} |")
+    r = out["bleu_ratio_daei_over_noisy_vec2text"]
+    if r:
+        md += ["", f"BLEU(daei) / BLEU(noisy-vec2text): **{r['ratio']:.2f}** [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] "
+               f"(bootstrap over texts, seeds pooled; per seed {', '.join(f'{x:.2f}' for x in r['per_seed'] if x)}; "
+               "the paper: 2.54)."]
+    md += ["", "## Above the floors (pooled over seeds, paired)", "",
+           "| system | − floor-constant F1 | − floor-retrieval F1 | − floor-retrieval BLEU |", "|---|---|---|---|"]
+    for s, v in out["above_floors"].items():
+        def c(key):
+            x = v.get(key)
+            return f"{x['diff']:+.3f} [{x['ci'][0]:+.3f}, {x['ci'][1]:+.3f}]" if x else "–"
+        md.append(f"| {s} | {c('floor-constant/token_f1')} | {c('floor-retrieval/token_f1')} | "
+                  f"{c('floor-retrieval/bleu')} |")
+    md += ["", "## The issue's targets", ""]
+    for k, v in out["targets"].items():
+        if v is None:
+            md.append(f"- {k}: not measured")
+        elif isinstance(v, tuple) or (isinstance(v, list) and len(v) == 3 and not isinstance(v[0], (list, tuple))):
+            md.append(f"- {k}: {v[0]:.3f} against {v[1]:.3f}: **{'met' if v[2] else 'not met'}**")
+        else:
+            bad = [x[0] for x in v if not x[-1]]
+            md.append(f"- {k}: **{'met' if not bad else 'not met'}**" + (f" (not by: {', '.join(bad)})" if bad else ""))
+    with open(prefix + ".table.md", "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+def write_samples(prefix, runs, systems):
+    first = runs[0]
+    lines = ["# The contextual replicate: recovered texts", "",
+             f"The first 20 test texts; every row of the first seed's run ({first['run']}), then daei of the other "
+             "seeds. *(loops)* and *(artefact)* marks: see the run's own eval/samples.md.", ""]
+    for i, r in enumerate(first["recoveries"][:20]):
+        lines.append(f"### {i + 1}. {r['truth']}")
+        lines.append("")
+        for s in systems:
+            if s in r["systems"]:
+                lines.append(f"- `{s}`: {r['systems'][s]['text']}")
+        for other in runs[1:]:
+            o = other["recoveries"][i]["systems"].get("daei")
+            if o:
+                lines.append(f"- `daei` (seed {other['seed']}): {o['text']}")
+        lines.append("")
+    with open(os.path.join(prefix, "samples.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
