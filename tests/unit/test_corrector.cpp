@@ -504,7 +504,9 @@ TEST(Corrector, TheContinuedDaeChainCorrectsTheControlInverter) {
   EXPECT_TRUE(c->control);
   EXPECT_FALSE(c->reference);
   for (const auto& other : corrector_chains()) {
-    if (&other != c) EXPECT_NE(other.hyp_split, c->hyp_split) << other.system;
+    if (&other != c) {
+      EXPECT_NE(other.hyp_split, c->hyp_split) << other.system;
+    }
   }
   EXPECT_FALSE(Config::defaults().flag("stage4.continued_corrector"));
   EXPECT_TRUE(cli::work_depending_on("stage4.continued_corrector").empty());
