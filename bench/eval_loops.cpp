@@ -117,7 +117,7 @@ json cmd_correct(const SpmTokenizer& tok, Communicator* comm) {
   Corrector corr(cc);
   corr->eval();
   CorrectionOptions o;
-  o.beam = arg("beam", 3), o.max_steps = arg("rounds", 10), o.early_stop = false;
+  o.decoding.num_beams = arg("beam", 3), o.max_steps = arg("rounds", 10), o.early_stop = false;
   o.embed_chunk = arg("embed-chunk", 256), o.gen_batch = arg("gen-batch", 64);
   SplitMix r(11);
   std::vector<std::string> initial, ids;
@@ -136,7 +136,7 @@ json cmd_correct(const SpmTokenizer& tok, Communicator* comm) {
     times.push_back(now() - t0), query_s.push_back(box.seconds);
     queries = res.total_queries();
   }
-  return json{{"texts", n},          {"beam", o.beam},   {"rounds", o.max_steps}, {"embed_chunk", o.embed_chunk},
+  return json{{"texts", n},          {"beam", o.decoding.num_beams},   {"rounds", o.max_steps}, {"embed_chunk", o.embed_chunk},
               {"times", times},      {"query_s", query_s}, {"queries", queries}, {"vocab", tok.vocab_size()},
               {"ranks", comm ? comm->size() : 1}};
 }

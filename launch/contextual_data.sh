@@ -16,7 +16,8 @@ D=${DAEI:-build/daei}
 E=runs/contextual-embedder
 DATA=runs/ctxf-data
 [[ -x $D ]] || bash launch/build.sh --target daei
-[[ -d $E/embedder/final/st ]] || DAEI=$D bash launch/contextual_embedder.sh
+# The embedder has a config of its own (not the CONFIG this script was given).
+[[ -d $E/embedder/final/st ]] || CONFIG=configs/contextual-embedder.yaml NP=$NP DAEI=$D bash launch/contextual_embedder.sh
 mkdir -p "$DATA"
 for d in corpus tokenizer pretrain; do [[ -e $DATA/$d ]] || ln -s "../contextual-embedder/$d" "$DATA/$d"; done
 ood=$("$D" --config "$CONFIG" --dump-config | awk '/^corpus:/{c=1; next} /^[^ ]/{c=0} c && $1 == "ood:" {print}' |

@@ -161,8 +161,12 @@ def main():
     cc = rows.get("clean-to-clean")
     trained = [s for s in systems if not rows[s]["floor"]]
     noisy_present = [s for s in NOISY_ROWS if s in rows]
-    cost = (cc["token_f1"]["mean"] - rows["noisy-inverter"]["token_f1"]["mean"]) if cc and "noisy-inverter" in rows \
+    # The noise's cost: one model fed clean and noisy answers (clean-to-clean − clean-to-noisy, the same weights), and
+    # the noisy-trained inverter against the clean one (stage 3's extra steps included, so not an equal budget).
+    cost = (cc["token_f1"]["mean"] - rows["clean-to-noisy"]["token_f1"]["mean"]) if cc and "clean-to-noisy" in rows \
         else None
+    cost_trained = (cc["token_f1"]["mean"] - rows["noisy-inverter"]["token_f1"]["mean"]) \
+        if cc and "noisy-inverter" in rows else None
     best_noisy = max(noisy_present, key=lambda s: rows[s]["token_f1"]["mean"]) if noisy_present else None
     targets = {
         "clean-to-clean F1 ≥ floor-constant + 0.25": (cc["token_f1"]["mean"], fc + 0.25,
@@ -175,8 +179,10 @@ def main():
                                                               rows[s]["distinct_min"] >= 0.9) for s in trained],
         "top template ≤ 5 % in every trained row (worst seed)": [(s, rows[s]["top_template_max"],
                                                                  rows[s]["top_template_max"] <= 0.05) for s in trained],
-        "the noise costs ≥ 0.10 F1 (clean-to-clean − noisy-inverter)": (cost, 0.10, cost >= 0.10) if cost is not None
-        else None,
+        "the noise costs ≥ 0.10 F1 (clean-to-clean − clean-to-noisy: the same model)": (cost, 0.10, cost >= 0.10)
+        if cost is not None else None,
+        "the noise costs ≥ 0.10 F1 (clean-to-clean − noisy-inverter: a model trained on the noise)":
+        (cost_trained, 0.10, cost_trained >= 0.10) if cost_trained is not None else None,
     }
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -21,7 +21,7 @@
 #include "core/progress.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "stages/stage4.h"
+#include "stages/catalogue.h"
 #include "stages/trainer.h"
 
 namespace daei::cli {
@@ -87,47 +87,25 @@ std::vector<Step> plan(const Context& ctx) {
   s.push_back(cache("val", true));
   s.push_back(cache("test", true));
   for (const auto& o : c.strings("corpus.ood")) s.push_back(cache("ood-" + o, true));
-  s.push_back(stage("stage 1 (SURE DAE)", "1", "stage1", layout.cache("train") + " (noisy)"));
-  if (c.flag("pretrain.enabled"))  // every inverter and fresh corrector starts from it
-    s.push_back(stage("pretrain (T5 span corruption, texts only)", "pretrain", "pretrain", "cache/train (texts only)"));
-  s.push_back(stage("stage 2 (inverter on DAE(y))", "2", "stage2", "stage1/final/dae, cache/train (noisy)"));
-  s.push_back(stage("baseline noisy-inverter", "noisy-inverter", "noisy-inverter", "cache/train (noisy)"));
-  if (c.flag("stage2.wiener_inverter"))
-    s.push_back(stage("baseline wiener-inverter", "wiener-inverter", "wiener-inverter",
-                      "cache/train (noisy; the noisy-only Wiener filter)"));
-  if (reference)
-    s.push_back(stage("reference clean-inverter", "clean-inverter", "clean-inverter",
-                      "cache/train/clean (offline_eval_only; reference.enabled)"));
-  s.push_back(stage("stage 3 (joint, PCGrad)", "3", "stage3", "stage1/final/dae, stage2/final/inverter"));
-  if (c.flag("stage3.control"))
-    s.push_back(stage("control: stage 2 for stage 3's steps", "stage2-continued", "stage2-continued",
-                      "stage1/final/dae, stage2/final/inverter (no gradient into the DAE)"));
-  {
-    // The three correctors of the paper's corrected rows, each after its hypotheses: daei (stages 1–4),
-    // dae-corrected (stages 1 + 2 + 4) and noisy-vec2text (noisy inverter + vanilla corrector, no DAE).
-    // With reference.corrector, a fourth: the clean reference's corrector (clean-to-*-corrected rows).
-    for (const auto& ch : corrector_chains()) {
-      if (ch.reference && !(reference && c.flag("reference.corrector"))) continue;
-      if (ch.control && !(c.flag("stage3.control") && c.flag("stage4.continued_corrector"))) continue;
-      const std::string train = layout.cache(ch.hyp_split), val = layout.cache(ch.hyp_val_split());
-      const std::string hyp_split = ch.hyp_split, hyp_val = ch.hyp_val_split();
-      const std::string from = ch.inverter_stage + "/final" + (ch.dae_stage.empty() ? " (no DAE)" : ", " + ch.dae_stage +
-                                                                                          "/final/dae");
-      s.push_back({"hypotheses for " + ch.system, HypothesesCommand{ch.stage}, from + ", cache/train, cache/val",
+  // The trained stages in the catalogue's order (src/stages/catalogue.h), each where its flags ask for it; a
+  // corrector after the hypotheses it trains on.
+  for (const StageSpec& st : stage_catalogue()) {
+    if (!runs_in_pipeline(st, c)) continue;
+    if (const CorrectorChain* ch = st.chain) {
+      const std::string train = layout.cache(ch->hyp_split), val = layout.cache(ch->hyp_val_split());
+      const std::string hyp_split = ch->hyp_split, hyp_val = ch->hyp_val_split();
+      const std::string from = ch->inverter_stage + "/final" +
+                               (ch->dae_stage.empty() ? " (no DAE)" : ", " + ch->dae_stage + "/final/dae");
+      s.push_back({"hypotheses for " + ch->system, HypothesesCommand{ch->stage}, from + ", cache/train, cache/val",
                    train + "/, " + val + "/",
                    [=] {
                      return layout.cache_complete(hyp_split) &&
                             (!layout.cache_complete("val") || layout.cache_complete(hyp_val));
                    },
                    [train] { return file_exists(train); }});
-      s.push_back(stage("corrector of " + ch.system, ch.stage, ch.folder,
-                        (ch.dae_stage.empty() ? std::string("no DAE") : ch.dae_stage + "/final/dae") + ", cache/" +
-                            ch.hyp_split + ", warm start from " + ch.inverter_stage + "/final/inverter"));
     }
+    s.push_back(stage(st.title, st.name, st.folder, st.inputs));
   }
-  // zsinvert (issue 23): its generator LM, trained on the training texts only, before eval adds the rows.
-  if (c.flag("zsinvert.enabled"))
-    s.push_back(stage("generator LM of zsinvert (texts only)", "lm", "lm", "cache/train (texts only)"));
   s.push_back({"eval", EvalCommand{}, "every final/, cache/{test,ood-*}", layout.eval_file("results.{json,md}") + ", samples.md",
                exists(layout.eval_file("results.json")), [] { return false; }});
   return s;

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -19,6 +20,7 @@
 #include "stages/stage1.h"
 #include "stages/stage2.h"
 #include "stages/stage3.h"
+#include "stages/catalogue.h"
 #include "stages/stage4.h"
 #include "stages/wiener.h"
 #include "stages/lm.h"
@@ -219,39 +221,30 @@ int train_embedder(Context& ctx, const TrainCommand& cmd, const std::string& sta
   return s.run();
 }
 
-struct StageEntry {
-  std::string folder;
-  std::function<int(Context&, const TrainCommand&, const std::string&)> train;
-  std::string config_key;          // stageK section with its batch size (the baselines share stage2's budget)
-  std::vector<std::string> needs;  // stages whose final/ this one starts from
-};
+using TrainFunction = std::function<int(Context&, const TrainCommand&, const std::string&)>;
 
-const std::map<std::string, StageEntry>& stages() {
-  static const std::map<std::string, StageEntry> s = [] {
-    std::map<std::string, StageEntry> m{
-        {"1", {"stage1", train_stage1, "stage1", {}}},
-        {"2", {"stage2", train_stage2, "stage2", {"stage1"}}},
-        {"3", {"stage3", train_stage3, "stage3", {"stage1", "stage2"}}},
-        {"stage2-continued", {"stage2-continued", train_stage2_continued, "stage3", {"stage1", "stage2"}}},
-        {"noisy-inverter", {"noisy-inverter", train_noisy_inverter, "stage2", {}}},
-        {"clean-inverter", {"clean-inverter", train_clean_inverter, "stage2", {}}},
-        {"wiener-inverter", {"wiener-inverter", train_wiener_inverter, "stage2", {}}},
-        {"lm", {"lm", train_lm, "lm", {}}},
-        {"pretrain", {"pretrain", train_pretrain, "pretrain", {}}},
-        {"embedder", {"embedder", train_embedder, "embedder_train", {"pretrain"}}},
+// The train function of each stage of the catalogue (src/stages/catalogue.h: names, folders, budgets, inputs).
+TrainFunction train_function(const StageSpec& s) {
+  if (s.chain)
+    return [c = s.chain](Context& ctx, const TrainCommand& cmd, const std::string& dir) {
+      return train_corrector(ctx, cmd, dir, *c);
     };
-    for (const auto& c : corrector_chains()) {
-      std::vector<std::string> needs{c.inverter_stage};
-      if (!c.dae_stage.empty() && c.dae_stage != c.inverter_stage) needs.push_back(c.dae_stage);
-      m[c.stage] = StageEntry{c.folder,
-                              [&c](Context& ctx, const TrainCommand& cmd, const std::string& dir) {
-                                return train_corrector(ctx, cmd, dir, c);
-                              },
-                              "stage4", needs};
-    }
-    return m;
-  }();
-  return s;
+  static const std::map<std::string, TrainFunction> f{
+      {"1", train_stage1},
+      {"2", train_stage2},
+      {"3", train_stage3},
+      {"stage2-continued", train_stage2_continued},
+      {"noisy-inverter", train_noisy_inverter},
+      {"clean-inverter", train_clean_inverter},
+      {"wiener-inverter", train_wiener_inverter},
+      {"lm", train_lm},
+      {"pretrain", train_pretrain},
+      {"embedder", train_embedder},
+  };
+  const auto it = f.find(s.name);
+  DAEI_CHECK(it != f.end(), "stage {} is in the stage catalogue but has no train function in src/cli/cmd_train.cpp",
+             s.name);
+  return it->second;
 }
 
 // Rank 0 locks the stage folder and, for a run that will train, refuses to mix with an earlier run's checkpoints
@@ -281,10 +274,9 @@ namespace {
 // cannot be mixed with another start (inverter.t5_dir).
 void require_pretrained_start(Context& ctx, const std::string& stage) {
   if (!ctx.config.flag("pretrain.enabled")) return;
-  const bool fresh_inverter =
-      stage == "2" || stage == "noisy-inverter" || stage == "clean-inverter" || stage == "wiener-inverter";
-  const bool fresh_corrector = find_corrector_chain(stage) && !ctx.config.flag("stage4.warm_start");
-  if (!fresh_inverter && !fresh_corrector) return;
+  const StageSpec& s = *find_stage(stage);
+  const bool fresh_corrector = s.chain && !ctx.config.flag("stage4.warm_start");
+  if (!s.fresh_inverter && !fresh_corrector) return;
   const RunLayout layout(ctx.run_dir);
   DAEI_CHECK(layout.stage_complete("pretrain"),
              "train --stage {} starts from the pretrained T5 (pretrain.enabled), and {} is missing or incomplete "
@@ -295,28 +287,29 @@ void require_pretrained_start(Context& ctx, const std::string& stage) {
 
 // Before anything is written: the stage exists, its batch splits over the ranks, its inputs are complete.
 void validate_command(Context& ctx, const TrainCommand& cmd) {
-  auto it = stages().find(cmd.stage);
-  if (it == stages().end()) {
+  const StageSpec* found = find_stage(cmd.stage);
+  if (!found) {
     std::vector<std::string> names;
-    for (const auto& [k, v] : stages()) names.push_back(k);
+    for (const auto& s : stage_catalogue()) names.push_back(s.name);
+    std::sort(names.begin(), names.end());
     throw UsageError(fmt::format("train: --stage {} is not one of: {}", cmd.stage, fmt::join(names, ", ")));
   }
-  const auto& e = it->second;
+  const StageSpec& e = *found;
+  train_function(e);  // a catalogue entry without one is refused here, before anything is written
   if (ctx.config.flag("pretrain.enabled") && !ctx.config.str("inverter.t5_dir").empty())
     throw UsageError("pretrain.enabled and inverter.t5_dir both say where the T5 starts: set one of them");
-  const int64_t B = ctx.config.integer(e.config_key + ".batch_size"), A = ctx.config.integer(e.config_key + ".grad_accum");
+  const int64_t B = ctx.config.integer(e.budget + ".batch_size"), A = ctx.config.integer(e.budget + ".grad_accum");
   const int64_t W = ctx.comm->size();
   if (B % (W * A) != 0)
-    throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.config_key, B, W, A));
+    throw UsageError(fmt::format("{}.batch_size {} is not a multiple of {} ranks × grad_accum {}", e.budget, B, W, A));
   const RunLayout layout(ctx.run_dir);
   if (layout.stage_complete(e.folder) && !cmd.force) return;  // nothing to do: no inputs needed
-  if (const CorrectorChain* c = find_corrector_chain(cmd.stage); c && c->reference)
-    require_clean_corrector_reference(ctx.config, ctx.run_dir);
+  if (e.chain && e.chain->reference) require_clean_corrector_reference(ctx.config, ctx.run_dir);
   for (const auto& need : e.needs)
     DAEI_CHECK(layout.stage_complete(need),
                "train --stage {} starts from {}, which is missing or incomplete (train that stage first)", cmd.stage,
                layout.stage_final(need));
-  if (const CorrectorChain* c = find_corrector_chain(cmd.stage))
+  if (const CorrectorChain* c = e.chain)
     DAEI_CHECK(layout.cache_complete(c->hyp_split),
                "train --stage {} needs {} (run `daei hypotheses --for {}`)", cmd.stage, layout.cache(c->hyp_split),
                c->stage);
@@ -325,20 +318,20 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
 }
 
 int run_command(Context& ctx, const TrainCommand& cmd) {
-  auto it = stages().find(cmd.stage);
+  const StageSpec& spec = *find_stage(cmd.stage);  // validate_command refused any other name
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   const RunLayout layout(ctx.run_dir);
-  const std::string stage_dir = layout.stage(it->second.folder);
-  const bool complete = layout.stage_complete(it->second.folder) && !cmd.force;
+  const std::string stage_dir = layout.stage(spec.folder);
+  const bool complete = layout.stage_complete(spec.folder) && !cmd.force;
   // Held until the stage ends (its Trainer shares it): a second trainer is refused before it writes anything.
   DirLock lock = lock_stage(ctx, cmd, stage_dir, !complete);
   ctx.commit_config();
   if (complete) {
-    LOG_INFO("[{}] {} is complete; nothing to do (--force trains again, archiving it)", it->second.folder,
-             layout.stage_final(it->second.folder));
+    LOG_INFO("[{}] {} is complete; nothing to do (--force trains again, archiving it)", spec.folder,
+             layout.stage_final(spec.folder));
     return kExitOk;
   }
-  return it->second.train(ctx, cmd, stage_dir);
+  return train_function(spec)(ctx, cmd, stage_dir);
 }
 
 namespace {

@@ -12,35 +12,67 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/run_layout.h"
+#include "stages/catalogue.h"
 
 namespace daei::cli {
 namespace fs = std::filesystem;
 namespace {
 
-const std::vector<std::string> kStages = {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
-                                          "stage3", "stage2-continued", "stage4", "dae-corrector",
-                                          "dae-continued-corrector", "noisy-corrector", "clean-corrector", "lm",
-                                          "pretrain", "embedder"};
-// The T5 stages (inverter.* sets their shape; lm, zsinvert's generator, and pretrain have the inverters' shape).
-const std::vector<std::string> kInverters = {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter",
-                                             "stage3", "stage2-continued", "stage4", "dae-corrector",
-                                             "dae-continued-corrector", "noisy-corrector", "clean-corrector", "lm",
-                                             "pretrain", "embedder"};
-const std::vector<std::string> kHypotheses = {"cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-dae-continued",
-                                              "cache/hyp-train-noisy", "cache/hyp-train-clean"};
-const std::vector<std::string> kCorrectors = {"stage4", "dae-corrector", "dae-continued-corrector", "noisy-corrector",
-                                              "clean-corrector"};
-const std::vector<std::string> kEverything = {"corpus", "cache", "tokenizer", "stage1", "stage2", "noisy-inverter",
-                                              "clean-inverter", "wiener-inverter", "stage3", "stage2-continued",
-                                              "cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-dae-continued",
-                                              "cache/hyp-train-noisy", "cache/hyp-train-clean", "stage4",
-                                              "dae-corrector", "dae-continued-corrector", "noisy-corrector",
-                                              "clean-corrector", "lm", "pretrain", "embedder"};
+// The saved work of the stages comes from the stage catalogue (src/stages/catalogue.h), in its order.
+template <class Pick>
+std::vector<std::string> stage_folders(Pick pick) {
+  std::vector<std::string> out;
+  for (const auto& s : stage_catalogue())
+    if (pick(s)) out.push_back(s.folder);
+  return out;
+}
+
+std::vector<std::string> hypothesis_caches() {
+  std::vector<std::string> out;
+  for (const auto& c : corrector_chains()) out.push_back("cache/" + c.hyp_split);
+  return out;
+}
+
+// Stage folders with the correctors' hypothesis caches placed before the first corrector (which reads them).
+std::vector<std::string> with_hypotheses(const std::vector<std::string>& folders) {
+  std::vector<std::string> out;
+  bool placed = false;
+  for (const auto& f : folders) {
+    if (!placed && find_corrector_chain(f)) {
+      const auto h = hypothesis_caches();
+      out.insert(out.end(), h.begin(), h.end());
+      placed = true;
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+const std::vector<std::string>& all_stages() {
+  static const std::vector<std::string> v = stage_folders([](const StageSpec&) { return true; });
+  return v;
+}
 
 struct Rule {
   std::string prefix;                 // a dotted key or a section ("stage2."); the first matching rule wins
   std::vector<std::string> entries;  // what it feeds; empty: nothing saved depends on it
 };
+
+std::vector<std::string> budget_of(const std::string& section) {
+  return stage_folders([&](const StageSpec& s) { return s.budget == section; });
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Every saved entry: the data, then the stages with the hypotheses their correctors read.
+const std::vector<std::string>& everything() {
+  static const std::vector<std::string> v =
+      plus({"corpus", "cache", "tokenizer"}, with_hypotheses(all_stages()));
+  return v;
+}
 
 // Ordered from the specific to the general. A stage's data also depends on everything before it, but a change
 // upstream is already refused by the upstream entry's own saved work, so each key names only what reads it first.
@@ -92,7 +124,7 @@ const std::vector<Rule>& rules() {
       {"server.", {}},
       {"estimate.", {}},
       // What the attack computes.
-      {"run.seed", kEverything},
+      {"run.seed", everything()},
       {"corpus.", {"corpus"}},
       {"embedder.", {"cache"}},
       {"cache.", {"cache"}},
@@ -101,9 +133,9 @@ const std::vector<Rule>& rules() {
       {"inverter.vocab_size", {"tokenizer"}},
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
-      {"inverter.", kInverters},
+      {"inverter.", stage_folders([](const StageSpec& s) { return s.t5; })},
       {"stage2.noisy_", {"noisy-inverter"}},
-      {"stage2.", {"stage2", "noisy-inverter", "clean-inverter", "wiener-inverter"}},  // the baselines share stage 2's budget
+      {"stage2.", budget_of("stage2")},  // the baselines share stage 2's budget
       {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
       {"reference.embedder", {"cache/*/clean"}},  // the clean rows of the caches (their noisy rows do not read it)
       {"reference.", {"clean-inverter"}},
@@ -114,24 +146,19 @@ const std::vector<Rule>& rules() {
       {"stage3.pcgrad", {"stage3"}},
       {"stage3.lr_dae", {"stage3"}},
       {"stage3.dae_clip_norm", {"stage3"}},
-      {"stage3.steps", {"stage3", "stage2-continued", "noisy-inverter"}},  // noisy-inverter: stage 2 + 3's steps
-      {"stage3.", {"stage3", "stage2-continued"}},  // the control shares stage 3's budget
-      {"hypotheses.", kHypotheses},
+      {"stage3.steps", plus(budget_of("stage3"), {"noisy-inverter"})},  // noisy-inverter: stage 2 + 3's steps
+      {"stage3.", budget_of("stage3")},  // the control shares stage 3's budget
+      {"hypotheses.", hypothesis_caches()},
       {"protocol.clean_hypotheses", {"cache/hyp-train", "stage4"}},  // the daei chain's hypotheses and corrector
       {"stage4.continued_corrector", {}},  // whether that corrector runs, not what any saved work computed
-      {"stage4.", kCorrectors},  // the three correctors share stage 4's budget
+      {"stage4.", budget_of("stage4")},  // every corrector shares stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
       {"embedder_train.", {"embedder"}},  // the contextual embedder (a GTR stand-in)
       // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).
-      {"pretrain.", {"pretrain", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter", "stage3",
-                     "stage2-continued", "stage4", "dae-corrector", "dae-continued-corrector", "noisy-corrector",
-                     "clean-corrector", "embedder"}},
+      {"pretrain.", stage_folders([](const StageSpec& s) { return s.pretrain_fed; })},
       // The attack's trained models (stages::attack_seed); the corpus, caches, pretrain, lm and embedder keep run.seed.
-      {"train.seed", {"stage1", "stage2", "noisy-inverter", "clean-inverter", "wiener-inverter", "stage3",
-                      "stage2-continued", "cache/hyp-train", "cache/hyp-train-dae", "cache/hyp-train-dae-continued",
-                      "cache/hyp-train-noisy", "cache/hyp-train-clean", "stage4", "dae-corrector",
-                      "dae-continued-corrector", "noisy-corrector", "clean-corrector"}},
-      {"train.", kStages},
+      {"train.seed", with_hypotheses(stage_folders([](const StageSpec& s) { return s.seeded; }))},
+      {"train.", all_stages()},
   };
   return r;
 }
@@ -154,7 +181,7 @@ std::vector<std::string> work_depending_on(const std::string& key) {
   for (const auto& r : rules())
     if (r.prefix.back() == '.' ? starts_with(key, r.prefix) : (key == r.prefix || starts_with(key, r.prefix + ".")))
       return r.entries;
-  return kEverything;
+  return everything();
 }
 
 bool has_saved_work(const std::string& run_dir, const std::string& entry) {
@@ -165,7 +192,7 @@ bool has_saved_work(const std::string& run_dir, const std::string& entry) {
     return false;
   }
   const fs::path dir = fs::path(run_dir) / entry;
-  if (std::find(kStages.begin(), kStages.end(), entry) != kStages.end()) {
+  if (std::find(all_stages().begin(), all_stages().end(), entry) != all_stages().end()) {
     // A stage folder may hold only a lock file or an archived earlier run (--force); work is a checkpoint or final.
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return false;

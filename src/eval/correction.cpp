@@ -122,7 +122,8 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     std::unordered_set<std::string> ids(text_ids.begin(), text_ids.end());
     DAEI_CHECK(static_cast<int64_t>(ids.size()) == B, "correction: text ids must be distinct (they key the noise)");
   }
-  DAEI_CHECK(opt.beam >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 && opt.gen_batch > 0 &&
+  const int64_t beam = opt.decoding.num_beams;  // s
+  DAEI_CHECK(beam >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 && opt.gen_batch > 0 &&
                  opt.queries_per_candidate >= 1 && opt.text_block >= 0,
              "correction: beam >= 1, max_steps >= 0, max_length >= 2, embed_chunk > 0, gen_batch > 0, "
              "queries_per_candidate >= 1 and text_block >= 0 required");
@@ -136,7 +137,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
   res.queries_per_text.assign(B, 0);
   if (B == 0) return res;
 
-  const int64_t block = opt.text_block > 0 ? opt.text_block : std::max<int64_t>(1, opt.gen_batch / opt.beam);
+  const int64_t block = opt.text_block > 0 ? opt.text_block : std::max<int64_t>(1, opt.gen_batch / beam);
   const ItemRange mine = block_share(B, block, comm);
   const std::vector<ItemRange> blocks = blocks_of(mine, block);
   // ẽ = DAE(y) (B, d), this rank's rows only, a block at a time.
@@ -212,8 +213,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
 
   GenerateOptions g = opt.decoding;
   g.max_length = opt.max_length;
-  g.num_beams = opt.beam;
-  g.num_return_sequences = opt.beam;
+  g.num_return_sequences = beam;
   for (int64_t round = 1; round <= opt.max_steps; ++round) {
     std::vector<double> scores;  // each of this rank's texts' best score this round
     for (const auto& bl : blocks) {
@@ -236,7 +236,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
         auto out = corrector.generate(target.index_select(0, torch::tensor(idx, torch::kLong).to(dev)),
                                       torch::stack(hyp_e), ids, g);
         auto texts = tok.decode_batch(out.sequences.cpu());
-        for (size_t i = 0; i < texts.size(); ++i) cands[idx[i / opt.beam]].push_back(std::move(texts[i]));
+        for (size_t i = 0; i < texts.size(); ++i) cands[idx[i / beam]].push_back(std::move(texts[i]));
       }
       // 2. Each candidate text not yet seen for its input is queried once.
       std::vector<std::pair<int64_t, std::string>> todo;
@@ -250,7 +250,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
       for (int64_t b = bl.begin; b < bl.end; ++b) {
         std::vector<double> cand_scores;
         for (const auto& t : cands[b]) cand_scores.push_back(st[b].seen.at(t).cos);
-        auto keep = top_distinct(cands[b], cand_scores, opt.beam);
+        auto keep = top_distinct(cands[b], cand_scores, beam);
         DAEI_ASSERT(!keep.empty(), "correction: no candidate for text {}", b);
         st[b].beams.clear();
         for (int64_t i : keep) st[b].beams.push_back(cands[b][i]);

@@ -38,7 +38,6 @@ class SpmTokenizer;
 
 struct CorrectionOptions {
   int64_t max_steps = 10;     // correction rounds at most (0: the inverter's hypothesis alone)
-  int64_t beam = 3;           // s: sequences kept per text, and beams / returned sequences per corrector call
   double min_gain = 1e-3;     // stop when the batch-mean best cosine gains less than this in a round
   int64_t max_length = 32;    // hypothesis tokens given to the corrector, and its generate max_length
   int64_t embed_chunk = 256;  // texts per black-box query call (and per denoise call)
@@ -47,9 +46,10 @@ struct CorrectionOptions {
   // k: each candidate's embedding is the mean of k queries of the black box, each with its own noise key
   // (averaging_query_key); every query counts. The attacker pays k× for σ/√k noise on its own texts.
   int64_t queries_per_candidate = 1;
-  // The corrector's decoding (correct.*): repetition controls and length penalty; its beams are `beam`.
-  GenerateOptions decoding;
-  // Texts a block (see above); 0: gen_batch / beam (at least 1), so a block's kept sequences fill one corrector batch.
+  // The corrector's decoding (correct.*): num_beams is s, the sequences kept per text and the beams and returned
+  // sequences of each corrector call (correct.beam); repetition controls and length penalty. max_length above.
+  GenerateOptions decoding = with_beams(3);
+  // Texts a block (see above); 0: gen_batch / s (at least 1), so a block's kept sequences fill one corrector batch.
   int64_t text_block = 0;
 };
 

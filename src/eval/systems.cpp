@@ -58,7 +58,6 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
   c.embedder_id = cfg.str("embedder.kind") == "glove" ? "glove-100d" : c.clean_embedder->id();
   c.max_length_eval = cfg.integer("inverter.max_length_eval");
   c.batch_size = cfg.integer("eval.batch_size");
-  c.num_beams = cfg.integer("eval.num_beams");
   c.decoding = decoding_from_config(cfg, "eval", "num_beams");
   c.clean_inv = load_inverter_if(layout, "clean-inverter");
   c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
@@ -90,7 +89,6 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
     auto corrector = CorrectorImpl::load(layout.final_module(chain.folder, "corrector"));
     CorrectionOptions co;
     co.max_steps = cfg.integer("correct.max_steps");
-    co.beam = cfg.integer("correct.beam");
     co.min_gain = cfg.real("correct.min_gain");
     co.embed_chunk = cfg.integer("correct.embed_chunk");
     co.max_length = c.max_length_eval;
@@ -215,7 +213,6 @@ std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv,
   inv.eval();
   GenerateOptions g = ctx.decoding;
   g.max_length = ctx.max_length_eval;
-  g.num_beams = ctx.num_beams;
   Communicator& comm = comm_of(ctx);
   const ItemRange mine = block_share(e.size(0), ctx.batch_size, comm);
   std::vector<std::string> out;

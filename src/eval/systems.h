@@ -36,8 +36,8 @@ struct EvalContext {
   std::shared_ptr<SpmTokenizer> tok;
   std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
   std::string embedder_id;
-  int64_t max_length_eval = 32, batch_size = 64, num_beams = 1;
-  GenerateOptions decoding;  // the inverter rows' decoding (eval.*); max_length is max_length_eval
+  int64_t max_length_eval = 32, batch_size = 64;
+  GenerateOptions decoding;  // the inverter rows' decoding (eval.*: num_beams, repetition controls); max_length is max_length_eval
   double sigma0 = 0;  // the σ the DAE was trained at (dae.json)
   DaeSigma dae_sigma;
   // Models that exist in the run directory (null otherwise).

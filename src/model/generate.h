@@ -33,6 +33,13 @@ struct GenerateOptions {
   bool use_cache = true;
 };
 
+// Default options with n beams (and n returned sequences where the caller asks for them).
+inline GenerateOptions with_beams(int64_t n) {
+  GenerateOptions g;
+  g.num_beams = n;
+  return g;
+}
+
 struct GenerateOutput {
   torch::Tensor sequences;  // (B * num_return_sequences, L <= max_length) int64, row b*R+r
   torch::Tensor scores;     // (B * num_return_sequences) float64: greedy sum log-prob, beam the beam score

@@ -18,27 +18,6 @@
 
 namespace daei {
 
-const std::vector<CorrectorChain>& corrector_chains() {
-  static const std::vector<CorrectorChain> c{
-      {"4", "stage4", "daei", "stage3", "stage3", "hyp-train"},
-      {"dae-corrector", "dae-corrector", "dae-corrected", "stage2", "stage1", "hyp-train-dae"},
-      {"noisy-corrector", "noisy-corrector", "noisy-vec2text", "noisy-inverter", "", "hyp-train-noisy"},
-      // dae-corrected at daei's inverter steps (stage 2 + stage 3's): with stage4.continued_corrector.
-      {"dae-continued-corrector", "dae-continued-corrector", "dae-corrected-continued", "stage2-continued", "stage1",
-       "hyp-train-dae-continued", false, true},
-      {"clean-corrector", "clean-corrector", "clean-to-clean-corrected", "clean-inverter", "", "hyp-train-clean", true},
-  };
-  return c;
-}
-
-std::string CorrectorChain::hyp_val_split() const { return "hyp-val" + hyp_split.substr(std::string("hyp-train").size()); }
-
-const CorrectorChain* find_corrector_chain(const std::string& name) {
-  for (const auto& c : corrector_chains())
-    if (c.stage == name || c.folder == name || c.system == name) return &c;
-  return nullptr;
-}
-
 namespace {
 // The first n rows of a dataset (the hypothesis cache may cover a prefix of the training rows only).
 class PrefixDataset final : public NoisyDataset {

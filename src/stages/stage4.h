@@ -23,6 +23,7 @@
 #include "data/dataset.h"
 #include "model/dae.h"
 #include "model/tokenizer_spm.h"
+#include "stages/catalogue.h"  // CorrectorChain
 
 namespace daei {
 
@@ -30,23 +31,6 @@ class Communicator;
 class Config;
 class Trainer;
 class CorrectorImpl;
-
-// One corrected system: which inverter produces its hypotheses, which DAE shields it, where it lives.
-struct CorrectorChain {
-  std::string stage;           // `train --stage` and `hypotheses --for`: "4" | "dae-corrector" | "noisy-corrector" |
-                               //   "dae-continued-corrector" | "clean-corrector"
-  std::string folder;          // runs/NAME/<folder>: "stage4" | "dae-corrector" | "noisy-corrector"
-  std::string system;          // its row: "daei" | "dae-corrected" | "noisy-vec2text" | "clean-to-clean-corrected"
-  std::string inverter_stage;  // the inverter it corrects (and starts from): "stage3" | "stage2" | "noisy-inverter"
-  std::string dae_stage;       // the frozen DAE: "stage3" | "stage1" | "" (none)
-  std::string hyp_split;       // its training hypotheses: cache/<hyp_split>; held-out ones in cache/<val split>
-  bool reference = false;      // the clean corrector: clean targets and clean hypothesis embeddings
-  bool control = false;        // only with stage3.control and stage4.continued_corrector: dae-corrected over the
-                               // continued stage-2 inverter (the dae-corrected-continued row)
-  std::string hyp_val_split() const;  // "hyp-val" | "hyp-val-dae" | "hyp-val-noisy" | "hyp-val-clean"
-};
-const std::vector<CorrectorChain>& corrector_chains();
-const CorrectorChain* find_corrector_chain(const std::string& stage);  // by stage, folder or system; null if none
 
 // Stage 4's inputs, as the command line assembles them from the run directory.
 struct CorrectorStageData {

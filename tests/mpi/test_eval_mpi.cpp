@@ -116,7 +116,7 @@ TEST(EvalMpi, InverterDecodingSplitOverRanksEqualsOneProcess) {
   ctx.decoding.repetition_penalty = 1.2;
   ctx.decoding.no_repeat_ngram_size = 3;
   for (int64_t beams : {1, 2}) {
-    ctx.num_beams = beams;
+    ctx.decoding.num_beams = beams;
     ctx.comm = &test::world();
     const auto split = decode_texts(ctx, *inv, e, "split");
     ctx.comm = nullptr;
@@ -134,7 +134,7 @@ TEST(EvalMpi, CorrectionSplitOverRanksEqualsOneProcess) {
   const auto in = correction_inputs(11);  // blocks of gen_batch / beam = 2 texts: 6 blocks, 3 + 3 or 2 + 2 + 2
   CorrectionOptions o;
   o.max_steps = 3;
-  o.beam = 2;
+  o.decoding.num_beams = 2;
   o.max_length = 10;
   o.embed_chunk = 3;
   o.gen_batch = 4;

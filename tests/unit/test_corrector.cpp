@@ -273,7 +273,7 @@ TEST(Correction, QueryCountingIsExact) {
   auto in = correction_inputs(5);
   CorrectionOptions o;
   o.max_steps = 3;
-  o.beam = 3;
+  o.decoding.num_beams = 3;
   o.max_length = 10;
   o.early_stop = false;
   o.embed_chunk = 4;
@@ -341,7 +341,7 @@ TEST(Correction, EarlyStoppedRunIsAPrefixOfTheFullRun) {
   auto in = correction_inputs(4);
   CorrectionOptions o;
   o.max_steps = 4;
-  o.beam = 2;
+  o.decoding.num_beams = 2;
   o.max_length = 10;
   o.min_gain = 0.5;  // stops at the first comparison (round 2)
   o.early_stop = false;
@@ -362,7 +362,7 @@ TEST(Correction, EachBlockIsSearchedAsIfAlone) {
   auto in = correction_inputs(6);
   CorrectionOptions o;
   o.max_steps = 2;
-  o.beam = 2;
+  o.decoding.num_beams = 2;
   o.max_length = 10;
   o.early_stop = false;  // the stopping rule is the one thing that reads every block
   o.gen_batch = 4;
@@ -411,7 +411,7 @@ TEST(Correction, QueryAveragingMeansKIndependentQueries) {
   auto in = correction_inputs(4);
   CorrectionOptions o;
   o.max_steps = 2;
-  o.beam = 2;
+  o.decoding.num_beams = 2;
   o.max_length = 10;
   o.early_stop = false;
   o.queries_per_candidate = 3;
@@ -444,7 +444,7 @@ TEST(Correction, ChunkedEmbeddingEqualsUnchunked) {
   auto in = correction_inputs(4);
   CorrectionOptions o;
   o.max_steps = 2;
-  o.beam = 2;
+  o.decoding.num_beams = 2;
   o.max_length = 10;
   o.early_stop = false;
   o.embed_chunk = 1;
