@@ -80,9 +80,6 @@ std::function<BoundCommand(CLI::App&)> bind_options(void (*add)(CLI::App&, Optio
 int register_subcommand(SubcommandSpec spec);
 const std::vector<SubcommandSpec>& subcommands();
 
-// The communicator the config asks for (dist.backend: auto | local | mpi | nccl).
-std::unique_ptr<Communicator> make_communicator(const Config& cfg, const ProcessInfo& proc);
-
 }  // namespace daei::cli
 
 #define DAEI_CONCAT_INNER(a, b) a##b

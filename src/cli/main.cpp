@@ -1,13 +1,11 @@
 // daei: thin main. Parses the command line, starts MPI and logging, resolves the layered config, then hands over
 // to the registered subcommand. Exit codes: 0 ok, 1 error, 2 usage, 75 stopped on request after a checkpoint.
 #include <hdf5.h>
-#include <mpi.h>
 #include <torch/version.h>
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -15,7 +13,6 @@
 #include <map>
 #include <new>
 #include <optional>
-#include <thread>
 
 #include "build_info.h"
 #include "cli/app.h"
@@ -26,6 +23,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "data/run_layout.h"
+#include "dist/launch.h"
 #ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
@@ -55,11 +53,7 @@ void add_common(CLI::App& app, CommonOptions& o) {
 }
 
 std::string library_versions() {
-  char mpi_ver[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(mpi_ver, &len);
-  std::string mpi(mpi_ver, len);
-  if (auto nl = mpi.find_first_of(",\n"); nl != std::string::npos) mpi = mpi.substr(0, nl);
+  const std::string mpi = mpi_library_version();
   unsigned h5a, h5b, h5c;
   H5get_libversion(&h5a, &h5b, &h5c);
   std::string s = fmt::format("libtorch {}, {}, HDF5 {}.{}.{}", TORCH_VERSION, mpi, h5a, h5b, h5c);
@@ -73,10 +67,6 @@ std::string library_versions() {
 }
 
 std::string current_git_rev() { return DAEI_GIT_REV; }  // the build's commit (+ "-dirty"), written at build time
-
-// A private communicator on which failing ranks find out whether every rank failed (then rank 0 alone reports)
-// or only some (then each reports and the job is aborted: the others may be waiting in a collective).
-MPI_Comm g_error_comm = MPI_COMM_NULL;
 
 // Single-process commands run without MPI; refuse them under a multi-rank launch (each rank would serve, bind…).
 void refuse_multi_rank_launch(const SubcommandSpec& spec) {
@@ -102,16 +92,7 @@ int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, Comm
   if (spec.single_process) {
     refuse_multi_rank_launch(spec);
   } else {
-    // Started without a launcher (a singleton): keep MPI off the network. No TCP transport between ranks (there
-    // are none) and no supporting daemon, so nothing listens on 0.0.0.0 / [::]. A user's own setting wins.
-    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("PMI_RANK")) {
-      ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
-      ::setenv("OMPI_MCA_btl", "self", 0);
-    }
-    ctx.proc = MpiProcess::init(&argc, &argv);
-    if (ctx.proc.world > 1) MPI_Comm_dup(MPI_COMM_WORLD, &g_error_comm);
-    // A rank whose launcher (mpirun / orted) is killed exits at once instead of lingering.
-    signals::exit_when_launcher_dies();
+    ctx.proc = start_ranks(&argc, &argv);  // src/dist/launch.h
   }
   logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks);
   ctx.config = Config::load(opt.config_file, opt.sets);  // validated: a bad value stops here, nothing written
@@ -203,33 +184,6 @@ std::string one_line(const std::exception& e) {
   return m;
 }
 
-// Prints the error once and decides how the process ends (see g_error_comm).
-int report_failure(const std::string& msg, int rc) {
-  const bool multi = MpiProcess::initialized() && MpiProcess::info().world > 1 && g_error_comm != MPI_COMM_NULL;
-  if (!multi) {
-    std::cerr << "daei: error: " << msg << std::endl;
-    return rc;
-  }
-  const int rank = MpiProcess::info().rank;
-  MPI_Request req;
-  int all = 0;
-  if (MPI_Ibarrier(g_error_comm, &req) == MPI_SUCCESS) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!all && std::chrono::steady_clock::now() < deadline) {
-      MPI_Test(&req, &all, MPI_STATUS_IGNORE);
-      if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  if (all) {  // every rank failed (a config or usage error, or a decision all ranks took): rank 0 says it once
-    if (rank == 0) std::cerr << "daei: error: " << msg << std::endl;
-    return rc;
-  }
-  // Only some ranks failed; the others may be blocked in a collective: report and take the job down.
-  std::cerr << "daei: error: [rank " << rank << "] " << msg << std::endl;
-  MPI_Abort(MPI_COMM_WORLD, rc);
-  return rc;
-}
-
 }  // namespace
 
 int register_subcommand(SubcommandSpec spec) {
@@ -237,18 +191,6 @@ int register_subcommand(SubcommandSpec spec) {
   return static_cast<int>(registry().size());
 }
 const std::vector<SubcommandSpec>& subcommands() { return registry(); }
-
-std::unique_ptr<Communicator> make_communicator(const Config& cfg, const ProcessInfo& proc) {
-  const std::string backend = cfg.str("dist.backend");
-  if (backend == "local") {
-    DAEI_CHECK(proc.world == 1, "dist.backend=local but MPI started {} ranks", proc.world);
-    return std::make_unique<LocalCommunicator>();
-  }
-  if (backend == "nccl" || (backend == "auto" && nccl_communicator_available()))
-    return make_nccl_communicator(proc.local_rank);  // device = local rank modulo count, inside
-  if (backend == "mpi" || backend == "auto") return make_mpi_communicator();
-  throw UsageError(fmt::format("dist.backend must be auto, local, mpi or nccl, got '{}'", backend));
-}
 
 }  // namespace daei::cli
 
