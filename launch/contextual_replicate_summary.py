@@ -109,6 +109,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/contextual_replicate")
     ap.add_argument("--command", default=None)
+    ap.add_argument("--title", default="The contextual replicate: the whole attack on the contextual embedder",
+                    help="the tables' heading (the GloVe replicate, a switch's runs)")
+    ap.add_argument("--config", default="configs/contextual-replicate.yaml", help="the runs' config, for the header")
     ap.add_argument("runs", nargs="+")
     a = ap.parse_args()
     try:
@@ -199,8 +202,9 @@ def main():
     with open(a.out + ".json", "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
+    out["title"], out["config"] = a.title, a.config
     write_md(a.out, out, runs, systems)
-    write_samples(a.out, runs, systems)
+    write_samples(a.out, runs, systems, a.title)
     print(f"wrote {a.out}.json, {a.out}.table.md, {a.out}/samples.md")
 
 
@@ -208,8 +212,8 @@ def write_md(prefix, out, runs, systems):
     rows, H = out["rows"], out["headline"]
     cpu = [r["cpu_s"] for r in out["runs"] if r["cpu_s"]]
     wall = [r["wall_s"] for r in out["runs"] if r["wall_s"]]
-    md = ["# The contextual replicate: the whole attack on the contextual embedder, three training seeds", "",
-          f"- command: `{out['command']}` (configs/contextual-replicate.yaml; summary: "
+    md = [f"# {out['title']}, {len(runs)} training seeds", "",
+          f"- command: `{out['command']}` ({out['config']}; summary: "
           f"`python3 launch/contextual_replicate_summary.py {' '.join(r['run'] for r in out['runs'])}`)",
           f"- revision: {', '.join(sorted({str(r['revision']) for r in out['runs']}))} (eval); summary at "
           f"{out['summary_revision']}",
@@ -269,9 +273,9 @@ def write_md(prefix, out, runs, systems):
         f.write("\n".join(md) + "\n")
 
 
-def write_samples(prefix, runs, systems):
+def write_samples(prefix, runs, systems, title):
     first = runs[0]
-    lines = ["# The contextual replicate: recovered texts", "",
+    lines = [f"# {title}: recovered texts", "",
              f"The first 20 test texts; every row of the first seed's run ({first['run']}), then daei of the other "
              "seeds. *(loops)* and *(artefact)* marks: see the run's own eval/samples.md.", ""]
     for i, r in enumerate(first["recoveries"][:20]):

@@ -134,7 +134,10 @@ const std::vector<Rule>& rules() {
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
       {"inverter.", stage_folders([](const StageSpec& s) { return s.t5; })},
-      {"stage2.noisy_", {"noisy-inverter"}},
+      // Whole keys: a prefix without its trailing dot matches a key or its sub-keys only, so "stage2.noisy_" would
+      // match nothing and leave these to "stage2." below (which refused a budget switch on a run with stage 2 saved).
+      {"stage2.noisy_steps", {"noisy-inverter"}},
+      {"stage2.noisy_lr", {"noisy-inverter"}},
       {"stage2.", budget_of("stage2")},  // the baselines share stage 2's budget
       {"reference.corrector", {}},  // whether the clean corrector runs, not what any saved work computed
       {"reference.embedder", {"cache/*/clean"}},  // the clean rows of the caches (their noisy rows do not read it)

@@ -43,7 +43,8 @@ std::string guard_table() {
 
 // tests/fixtures/config_guard_table.txt was written by the guard's hand-written lists before the stage catalogue
 // (at 45af259, DAEI_WRITE_GUARD_TABLE=FILE build/daei_tests --gtest_filter=Catalogue.TheGuardFeedsWhatItFedBefore):
-// deriving the lists from the catalogue changes no key's saved work.
+// deriving the lists from the catalogue changes no key's saved work. Two lines were corrected by hand since:
+// stage2.noisy_steps and stage2.noisy_lr feed noisy-inverter/ alone (the old rule "stage2.noisy_" matched no key).
 TEST(Catalogue, TheGuardFeedsWhatItFedBefore) {
   const std::string table = guard_table();
   if (const char* out = std::getenv("DAEI_WRITE_GUARD_TABLE")) {
@@ -111,4 +112,13 @@ TEST(Catalogue, ThePipelineRunsAStageWhereItsFlagsAskForIt) {
   EXPECT_EQ(std::find(half.begin(), half.end(), "dae-continued-corrector"), half.end());
   EXPECT_NE(std::find(half.begin(), half.end(), "stage2-continued"), half.end());
   EXPECT_NE(std::find(half.begin(), half.end(), "clean-inverter"), half.end());
+}
+
+// The noisy baseline's budget feeds its inverter alone: a budget switch on a run whose stage 2 is saved is accepted
+// (issue 46's one-switch runs; a prefix rule without its trailing dot once matched nothing and refused it).
+TEST(Catalogue, TheNoisyBudgetFeedsTheNoisyInverterAlone) {
+  for (const char* key : {"stage2.noisy_steps", "stage2.noisy_lr"})
+    EXPECT_EQ(cli::work_depending_on(key), std::vector<std::string>{"noisy-inverter"}) << key;
+  const auto lr = cli::work_depending_on("stage2.lr");
+  EXPECT_NE(std::find(lr.begin(), lr.end(), "stage2"), lr.end());
 }
