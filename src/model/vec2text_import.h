@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "core/safetensors.h"
 #include "model/corrector.h"
 #include "model/inverter.h"
 
