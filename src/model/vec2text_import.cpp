@@ -95,7 +95,10 @@ void load_t5(T5ModelImpl& t5, const TensorMap& all, const std::string& source) {
   std::set<std::string> have;
   for (const auto& p : t5.named_parameters(true)) {
     const std::string file_key = kT5Prefix + p.key();
-    DAEI_CHECK(t.count(p.key()), "{}: tensor '{}' missing", source, file_key);
+    auto it = t.find(p.key());
+    DAEI_CHECK(it != t.end(), "{}: tensor '{}' missing", source, file_key);
+    DAEI_CHECK(it->second.sizes() == p.value().sizes(), "{}: tensor '{}' has shape {} but a T5 of this shape needs {}",
+               source, file_key, shape_of(it->second), shape_of(p.value()));
     have.insert(p.key());
   }
   for (const auto& [k, v] : t)
