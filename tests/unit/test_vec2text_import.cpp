@@ -159,3 +159,15 @@ TEST(Vec2TextImport, DamagedDirectoriesAreRefusedInOneLineNamingTheKey) {
   std::ofstream(pickle + "/pytorch_model.bin") << "not read";
   one_line_with(refusal([&] { load_vec2text_inverter(pickle); }), "pytorch_model.bin");
 }
+
+TEST(Vec2TextImport, ImportedFoldersLoadAsDaeisOwn) {  // what `daei import vec2text` writes
+  TempDir tmp("v2t-save");
+  load_vec2text_inverter(kDir + "/inverter")->save(tmp.str() + "/inverter");
+  load_vec2text_corrector(kDir + "/corrector")->save(tmp.str() + "/corrector");
+  auto inv = InverterImpl::load(tmp.str() + "/inverter");
+  EXPECT_TRUE(torch::equal(inv->generate(io().at("inverter.embedding"), greedy()), io().at("inverter.greedy_ids")));
+  auto cor = CorrectorImpl::load(tmp.str() + "/corrector");
+  const at::Tensor ids = cor->generate(io().at("corrector.embedding"), io().at("corrector.hypothesis_embedding"),
+                                       io().at("corrector.hypothesis_ids"), greedy()).sequences;
+  EXPECT_TRUE(torch::equal(ids, io().at("corrector.greedy_ids")));
+}
