@@ -11,9 +11,9 @@
 # and the config guard refuses the copy if a set would touch one). Writes runs/PREFIX-TAG-sSEED (+ .log, .cpu_s).
 # Env: CONFIG (the base's config; default configs/contextual-replicate.yaml), NP (2), DAEI (build/daei), PRECISION
 # (train.precision, auto: the base runs' own).
-if [[ ${1:-} == -h || ${1:-} == --help || $# -lt 3 ]]; then
-  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; [[ $# -ge 3 ]]; exit $?
-fi
+usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+(($# >= 3)) || { usage >&2; exit 2; }
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${CONFIG:-configs/contextual-replicate.yaml}
