@@ -21,10 +21,12 @@ NP=${NP:-2}
 export DAEI=${DAEI:-build/daei}
 prefix=$1 tag=$2
 shift 2
+for s in "$@"; do [[ $s =~ ^[0-9]+$ ]] || { echo "budget_switch: seed '$s' is not a number" >&2; exit 2; }; done
 # (awk reads the whole dump: an early exit would end daei with SIGPIPE under pipefail)
 stage2_key() { "$DAEI" --config "$CONFIG" --dump-config | awk -v k="  $1:" '/^stage2:/ {s = 1} s && !d && index($0, k) == 1 {print $2; d = 1}'; }
 steps=$(stage2_key steps)
 lr=$(stage2_key lr)
+[[ $steps =~ ^[0-9]+$ && -n $lr ]] || { echo "budget_switch: cannot read stage2.steps and stage2.lr of $CONFIG" >&2; exit 2; }
 case $tag in
   cut) switch=(--set "stage2.noisy_steps=$((steps * 30 / 100))" --set "stage2.noisy_lr=$(python3 -c "print($lr / 2)")") ;;
   restore) switch=(--set stage2.noisy_steps=0 --set stage2.noisy_lr=0) ;;
@@ -36,6 +38,7 @@ for s in "$@"; do
   from=runs/$prefix-s$s to=runs/$prefix-$tag-s$s
   [[ -f $from/eval/results.json ]] || { echo "budget_switch: $from has no eval/results.json" >&2; exit 2; }
   if [[ ! -d $to ]]; then
+    rm -rf "$to.partial"  # a copy that an earlier call left unfinished
     mkdir -p "$to.partial/cache"
     for e in "$from"/* "$from"/cache/*; do
       rel=${e#"$from"/}

@@ -22,6 +22,7 @@ from contextual_frontier_summary import bf16_isa, cpu_model  # noqa: E402
 from contextual_replicate_summary import BOOT, load_run, per_text, pooled_ratio, spread, fmt_spread  # noqa: E402
 
 SWITCHED = ["noisy-inverter", "noisy-vec2text"]
+FLOORS = ["floor-constant", "floor-retrieval"]
 METRICS = ("token_f1", "bleu")
 
 
@@ -63,6 +64,10 @@ def main():
         switched = [load_run(r) for r in a.switched]
     except (OSError, ValueError, KeyError) as e:
         raise SystemExit(f"budget_switch_summary: {e}")
+    for r in base + switched:
+        missing = [x for x in SWITCHED + ["daei"] + FLOORS if x not in r["test"]["systems"]]
+        if missing:
+            raise SystemExit(f"budget_switch_summary: {r['run']}/eval/results.json has no {', '.join(missing)} row")
     rng = random.Random(20261205)
     pairs = list(zip(switched, base))
     # The texts and every row the switch does not touch: the same, text by text.
@@ -78,16 +83,19 @@ def main():
     untouched_equal = {k: all(v) for k, v in untouched.items()}
     rows = {}
     for side, runs in (("base", base), ("switched", switched)):
-        for system in SWITCHED + ["daei"]:
-            have = [r["test"]["systems"][system] for r in runs if system in r["test"]["systems"]]
-            if have:
-                rows[f"{system} ({side})"] = {m: spread([x[m] for x in have]) for m in METRICS}
+        for system in SWITCHED + ["daei"] + (FLOORS if side == "base" else []):
+            rows[f"{system} ({side})"] = {m: spread([r["test"]["systems"][system][m] for r in runs]) for m in METRICS}
     effect = {s: {m: paired_across(pairs, s, s, m, rng) for m in METRICS} for s in SWITCHED}
     headline = {}
     for side, runs in (("base", base), ("switched", switched)):
         same_seed = [(r, r) for r in runs]
         headline[side] = {m: paired_across(same_seed, "daei", "noisy-vec2text", m, rng) for m in METRICS}
         headline[side]["bleu_ratio"] = pooled_ratio(runs, "daei", "noisy-vec2text", rng)
+    # Whether a row recovers anything: its margin over each floor (the floors train nothing: the same in every run).
+    # Drawn after the headline's bootstrap, so that adding it left the headline's intervals as they were.
+    above = {f"{system} ({side})": {f"{fl}/{m}": paired_across([(r, r) for r in runs], system, fl, m, rng)
+                                    for fl in FLOORS for m in METRICS}
+             for side, runs in (("base", base), ("switched", switched)) for system in ("noisy-vec2text", "daei")}
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     except OSError:
@@ -100,7 +108,7 @@ def main():
                          "command": r["results"].get("command"), "cpu_s": r["cpu_s"], "wall_s": r["wall_s"]}
                         for r in switched],
            "n": base[0]["test"]["n"], "untouched_rows_equal_text_by_text": untouched_equal, "rows": rows,
-           "effect_switched_minus_base": effect, "daei_minus_noisy_vec2text": headline}
+           "above_floors": above, "effect_switched_minus_base": effect, "daei_minus_noisy_vec2text": headline}
     with open(a.out + ".json", "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -130,6 +138,12 @@ def write_md(path, out):
           "| row | token F1 | BLEU |", "|---|---|---|"]
     for k, r in out["rows"].items():
         md.append(f"| {k} | {fmt_spread(r['token_f1'])} | {fmt_spread(r['bleu'])} |")
+    md += ["", "## Above the floors (pooled over seeds, paired 95 % bootstrap over texts; bold: the interval excludes 0)",
+           "", "| row | − floor-constant F1 | − floor-retrieval F1 | − floor-constant BLEU | − floor-retrieval BLEU |",
+           "|---|---|---|---|---|"]
+    for k, a in out["above_floors"].items():
+        md.append(f"| {k} | {fmt_diff(a['floor-constant/token_f1'])} | {fmt_diff(a['floor-retrieval/token_f1'])} | "
+                  f"{fmt_diff(a['floor-constant/bleu'])} | {fmt_diff(a['floor-retrieval/bleu'])} |")
     md += ["", "## The switch's effect: switched − base (pooled over seeds, paired 95 % bootstrap over texts; "
            "bold: the interval excludes 0)", "",
            "| row | token F1 | per seed | BLEU | per seed |", "|---|---|---|---|---|"]
@@ -141,11 +155,11 @@ def write_md(path, out):
            "| side | daei − noisy-vec2text, token F1 | per seed | BLEU | per seed | BLEU(daei)/BLEU(noisy-vec2text) "
            "[95 %] | per seed |", "|---|---|---|---|---|---|---|"]
     for side, h in out["daei_minus_noisy_vec2text"].items():
-        r = h["bleu_ratio"]
+        r = h["bleu_ratio"] or {"ratio": float("nan"), "ci": [float("nan")] * 2, "per_seed": []}  # None: BLEU 0
         md.append(f"| {side} | {fmt_diff(h['token_f1'])} | "
                   f"{', '.join(f'{v:+.3f}' for v in h['token_f1']['per_seed'])} | {fmt_diff(h['bleu'])} | "
                   f"{', '.join(f'{v:+.3f}' for v in h['bleu']['per_seed'])} | {r['ratio']:.2f} "
-                  f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] | {', '.join(f'{v:.2f}' for v in r['per_seed'])} |")
+                  f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] | {', '.join('–' if v is None else f'{v:.2f}' for v in r['per_seed'])} |")
     with open(path, "w") as f:
         f.write("\n".join(md) + "\n")
 

@@ -16,12 +16,14 @@ export DAEI=${DAEI:-build/daei}
 prefix=$1 config=$2
 shift 2
 [[ -f $config ]] || { echo "paper_seeds: no config $config" >&2; exit 2; }
+for s in "$@"; do [[ $s =~ ^[0-9]+$ ]] || { echo "paper_seeds: seed '$s' is not a number" >&2; exit 2; }; done
 shared=(corpus tokenizer pretrain cache/train cache/val cache/test cache/ood-fortunes stage1 stage2 stage2-continued
         cache/hyp-train-dae cache/hyp-val-dae cache/hyp-train-dae-continued cache/hyp-val-dae-continued)
 for s in "$@"; do
   from=runs/$prefix-s$s to=runs/$prefix-paper-s$s
   [[ -f $from/eval/results.json ]] || { echo "paper_seeds: $from has no eval/results.json" >&2; exit 2; }
   if [[ ! -d $to ]]; then
+    rm -rf "$to.partial"  # a copy that an earlier call left unfinished
     mkdir -p "$to.partial/cache"
     for e in "${shared[@]}"; do [[ -e $from/$e ]] && cp -a "$from/$e" "$to.partial/$e"; done
     mv "$to.partial" "$to"
