@@ -122,3 +122,17 @@ TEST(Catalogue, TheNoisyBudgetFeedsTheNoisyInverterAlone) {
   const auto lr = cli::work_depending_on("stage2.lr");
   EXPECT_NE(std::find(lr.begin(), lr.end(), "stage2"), lr.end());
 }
+
+// inverter.init_from (issue 49) is where every fresh inverter starts: a change of it invalidates those inverters and
+// everything that starts from them (stage 3, the control, the correctors and their hypotheses), nothing upstream.
+TEST(Catalogue, InitFromFeedsTheInvertersAndWhatStartsFromThem) {
+  const auto fed = cli::work_depending_on("inverter.init_from");
+  const std::set<std::string> got(fed.begin(), fed.end());
+  for (const char* e : {"stage2", "noisy-inverter", "wiener-inverter", "clean-inverter", "stage3", "stage2-continued",
+                        "stage4", "dae-corrector", "noisy-corrector", "dae-continued-corrector", "clean-corrector",
+                        "cache/hyp-train", "cache/hyp-train-noisy"})
+    EXPECT_TRUE(got.count(e)) << e;
+  for (const char* e : {"corpus", "cache", "tokenizer", "stage1", "pretrain", "lm", "embedder"})
+    EXPECT_FALSE(got.count(e)) << e;
+  EXPECT_TRUE(cli::work_depending_on("eval.imported").empty());  // read by eval alone
+}
