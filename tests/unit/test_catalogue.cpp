@@ -45,6 +45,8 @@ std::string guard_table() {
 // (at 45af259, DAEI_WRITE_GUARD_TABLE=FILE build/daei_tests --gtest_filter=Catalogue.TheGuardFeedsWhatItFedBefore):
 // deriving the lists from the catalogue changes no key's saved work. Two lines were corrected by hand since:
 // stage2.noisy_steps and stage2.noisy_lr feed noisy-inverter/ alone (the old rule "stage2.noisy_" matched no key).
+// Issue 49 added two keys: eval.imported (nothing saved) and inverter.init_from (the fresh inverters and what starts
+// from them, InitFromFeedsTheInvertersAndWhatStartsFromThem below).
 TEST(Catalogue, TheGuardFeedsWhatItFedBefore) {
   const std::string table = guard_table();
   if (const char* out = std::getenv("DAEI_WRITE_GUARD_TABLE")) {
