@@ -54,9 +54,9 @@ int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   budget.pretrained_dir = pretrained_t5_dir(ctx.config, ctx.run_dir);
-  // Not over a pretrained T5 (inverter.t5_dir, the pretrain stage): its token embeddings are kept.
+  // Not over a pretrained T5 (inverter.t5_dir, the pretrain stage) or inverter.init_from: its embeddings are kept.
   if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty() &&
-      budget.pretrained_dir.empty())
+      ctx.config.str("inverter.init_from").empty() && budget.pretrained_dir.empty())
     budget.token_box = make_run_embedder(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());
   InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, cmd.resume, cmd.force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
@@ -298,6 +298,9 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
   train_function(e);  // a catalogue entry without one is refused here, before anything is written
   if (ctx.config.flag("pretrain.enabled") && !ctx.config.str("inverter.t5_dir").empty())
     throw UsageError("pretrain.enabled and inverter.t5_dir both say where the T5 starts: set one of them");
+  const std::string init_from = ctx.config.str("inverter.init_from");
+  if (ctx.config.flag("pretrain.enabled") && !init_from.empty())
+    throw UsageError("pretrain.enabled and inverter.init_from both say where the inverters start: set one of them");
   const int64_t B = ctx.config.integer(e.budget + ".batch_size"), A = ctx.config.integer(e.budget + ".grad_accum");
   const int64_t W = ctx.comm->size();
   if (B % (W * A) != 0)
@@ -314,6 +317,7 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
                "train --stage {} needs {} (run `daei hypotheses --for {}`)", cmd.stage, layout.cache(c->hyp_split),
                c->stage);
   if (cmd.stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
+  if (e.fresh_inverter) init_from_folder(ctx.config);  // its shape is checked once the tokenizer is known (stage2.h)
   require_pretrained_start(ctx, cmd.stage);
 }
 

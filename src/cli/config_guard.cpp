@@ -27,6 +27,19 @@ std::vector<std::string> stage_folders(Pick pick) {
   return out;
 }
 
+// The stages `pick` chooses and every stage that starts from one of them, directly or not (the catalogue is in the
+// pipeline's order: a stage's needs come before it).
+template <class Pick>
+std::vector<std::string> with_downstream(Pick pick) {
+  std::vector<std::string> out;
+  for (const auto& s : stage_catalogue()) {
+    bool fed = pick(s);
+    for (const auto& need : s.needs) fed = fed || std::find(out.begin(), out.end(), need) != out.end();
+    if (fed) out.push_back(s.folder);
+  }
+  return out;
+}
+
 std::vector<std::string> hypothesis_caches() {
   std::vector<std::string> out;
   for (const auto& c : corrector_chains()) out.push_back("cache/" + c.hyp_split);
@@ -133,6 +146,8 @@ const std::vector<Rule>& rules() {
       {"inverter.vocab_size", {"tokenizer"}},
       {"inverter.tokenizer", {"tokenizer"}},
       {"inverter.spm_sentences", {"tokenizer"}},
+      // Where every fresh inverter starts: the inverters, then what starts from them and their hypotheses.
+      {"inverter.init_from", with_hypotheses(with_downstream([](const StageSpec& s) { return s.fresh_inverter; }))},
       {"inverter.", stage_folders([](const StageSpec& s) { return s.t5; })},
       // Whole keys: a prefix without its trailing dot matches a key or its sub-keys only, so "stage2.noisy_" would
       // match nothing and leave these to "stage2." below (which refused a budget switch on a run with stage 2 saved).

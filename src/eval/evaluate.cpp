@@ -375,6 +375,8 @@ void write_results(const Config& cfg, const EvalContext& ctx, const std::vector<
                                                                  {"clean-to-clean", "dae-only"},
                                                                  {"clean-to-clean-corrected", "clean-to-clean"},
                                                                  {"clean-to-noisy-corrected", "clean-to-noisy"},
+                                                                 {"imported-vec2text", "imported-inverter"},
+                                                                 {"daei", "imported-vec2text"},
                                                                  {"clean-to-clean-corrected", "daei"},
                                                                  {"zsinvert-dae", "zsinvert"}};
     js["verdicts"] = json::array();

@@ -22,6 +22,7 @@
 #include "model/dae.h"
 #include "model/embedder.h"
 #include "model/generate.h"
+#include "model/imported_models.h"
 #include "stages/data_source.h"
 #include "stages/lm.h"
 #include "stages/stage1.h"
@@ -44,6 +45,79 @@ std::shared_ptr<InverterImpl> load_inverter_if(const RunLayout& layout, const st
 std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& stage, double* sigma0) {
   if (!layout.stage_complete(stage)) return nullptr;
   return std::make_shared<Dae>(load_dae(layout.final_dae(stage), sigma0));
+}
+
+// The correction loop's options (correct.*): the same for every corrected row.
+CorrectionOptions correction_options(const Config& cfg, const EvalContext& c) {
+  CorrectionOptions co;
+  co.max_steps = cfg.integer("correct.max_steps");
+  co.min_gain = cfg.real("correct.min_gain");
+  co.embed_chunk = cfg.integer("correct.embed_chunk");
+  co.max_length = c.max_length_eval;
+  co.gen_batch = c.batch_size;
+  co.queries_per_candidate = cfg.integer("correct.queries_per_candidate");
+  co.decoding = decoding_from_config(cfg, "correct", "beam");
+  return co;
+}
+
+// The black box as the attack queries it: fresh noise a query.
+QueryFn release_queries(std::shared_ptr<NoisyEmbedder> embedder) {
+  return [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
+    return embedder->embed(t, k);
+  };
+}
+
+// A corrected row: `corrector` on top of its round-0 system's texts (memoised, or decoded here by `inv`), correcting
+// toward y (toward the clean e when clean_target: the corrected clean-to-clean reference), through `dae` when there
+// is one (null: none), querying `query`. `opts` is a copy of the context that shares its models.
+std::function<SystemRun(const EvalSplit&)> corrected_row(const EvalContext& opts, const CorrectionOptions& co,
+                                                         bool per_round, std::shared_ptr<InverterImpl> inv,
+                                                         std::shared_ptr<Dae> dae,
+                                                         std::shared_ptr<CorrectorImpl> corrector,
+                                                         const std::string& system, const std::string& round0,
+                                                         bool clean_target, QueryFn query) {
+  return [=](const EvalSplit& sp) {
+    const at::Tensor& target = clean_target ? sp.clean : sp.noisy;
+    const at::Tensor target_in = dae ? denoise(*dae, target, opts.dae_sigma(sp)) : target;
+    auto it = opts.decoded->find(round0 + "/" + sp.name);
+    std::vector<std::string> initial =
+        it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, system + " x̂₀");
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
+    const double sigma = opts.dae_sigma(sp);
+    DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
+    CorrectionOptions run_opt = co;
+    if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
+    auto r = run_correction(target, initial, ids, query, den, *corrector, *opts.tok, run_opt, opts.comm);
+    const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
+    SystemRun run;
+    run.texts = r.round_best_text.at(t);
+    for (auto q : r.round_queries.at(t)) run.queries.push_back(static_cast<double>(q));
+    run.early_stop_round = t;
+    if (per_round) {
+      run.round_texts = r.round_best_text;
+      for (const auto& qs : r.round_queries) run.round_queries.emplace_back(qs.begin(), qs.end());
+    }
+    LOG_INFO("[eval] {} on {}: {} correction rounds run, answer of round {}, {:.1f} queries per text", system,
+             sp.name, r.steps, t, metrics::mean(run.queries));
+    return run;
+  };
+}
+
+// The imported rows (eval.imported, issue 49): a `daei import vec2text` folder's inverter decoding the release
+// (imported-inverter) and, when it holds a corrector, that corrector over it with every chain's correction options,
+// querying the release (imported-vec2text).
+void add_imported_rows(const Config& cfg, EvalContext& c, const std::function<std::shared_ptr<NoisyEmbedder>()>& box) {
+  const std::string dir = cfg.str("eval.imported");
+  if (dir.empty()) return;
+  auto m = load_imported_models(dir, c.clean_embedder->dim(), *c.tok, "eval.imported");
+  c.imported_inv = m.inverter;
+  if (m.corrector)
+    c.corrected["imported-vec2text"] =
+        corrected_row(c, correction_options(cfg, c), cfg.flag("eval.per_round"), m.inverter, nullptr, m.corrector,
+                      "imported-vec2text", "imported-inverter", false, release_queries(box()));
+  LOG_INFO("[eval] {} (eval.imported): the imported-inverter row{}", dir,
+           m.corrector ? " and the imported-vec2text row" : " (no corrector/: no imported-vec2text row)");
 }
 }  // namespace
 
@@ -75,6 +149,12 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
   // The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
   std::shared_ptr<NoisyEmbedder> embedder;
+  auto box = [&]() {
+    if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
+    return embedder;
+  };
+  const CorrectionOptions co = correction_options(cfg, c);
+  const bool per_round = cfg.flag("eval.per_round");
   for (const auto& chain : corrector_chains()) {
     if (!layout.stage_complete(chain.folder)) continue;
     if (chain.reference && !cfg.flag("reference.corrector")) continue;
@@ -85,49 +165,11 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
                                                             : c.noisy_inv;
     auto dae = chain.dae_stage == "stage3" ? c.dae3 : chain.dae_stage == "stage1" ? c.dae1 : nullptr;
     if (!inv || (!chain.dae_stage.empty() && !dae)) continue;
-    if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
+    const QueryFn release = release_queries(box());
     auto corrector = CorrectorImpl::load(layout.final_module(chain.folder, "corrector"));
-    CorrectionOptions co;
-    co.max_steps = cfg.integer("correct.max_steps");
-    co.min_gain = cfg.real("correct.min_gain");
-    co.embed_chunk = cfg.integer("correct.embed_chunk");
-    co.max_length = c.max_length_eval;
-    co.gen_batch = c.batch_size;
-    co.queries_per_candidate = cfg.integer("correct.queries_per_candidate");
-    co.decoding = decoding_from_config(cfg, "correct", "beam");
-    const bool per_round = cfg.flag("eval.per_round");
-    EvalContext opts = c;  // a copy for the closure (shares the models)
-    // clean_target: the corrected clean-to-clean reference corrects toward the clean embedding e, not y.
-    auto make = [=](const std::string& system, const std::string& round0, bool clean_target, QueryFn query) {
-      return [=](const EvalSplit& sp) {
-        const at::Tensor& target = clean_target ? sp.clean : sp.noisy;
-        const at::Tensor target_in = dae ? denoise(*dae, target, opts.dae_sigma(sp)) : target;
-        auto it = opts.decoded->find(round0 + "/" + sp.name);
-        std::vector<std::string> initial =
-            it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, system + " x̂₀");
-        std::vector<std::string> ids;
-        for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
-        const double sigma = opts.dae_sigma(sp);
-        DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
-        CorrectionOptions run_opt = co;
-        if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
-        auto r = run_correction(target, initial, ids, query, den, *corrector, *opts.tok, run_opt, opts.comm);
-        const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
-        SystemRun run;
-        run.texts = r.round_best_text.at(t);
-        for (auto q : r.round_queries.at(t)) run.queries.push_back(static_cast<double>(q));
-        run.early_stop_round = t;
-        if (per_round) {
-          run.round_texts = r.round_best_text;
-          for (const auto& qs : r.round_queries) run.round_queries.emplace_back(qs.begin(), qs.end());
-        }
-        LOG_INFO("[eval] {} on {}: {} correction rounds run, answer of round {}, {:.1f} queries per text", system,
-                 sp.name, r.steps, t, metrics::mean(run.queries));
-        return run;
-      };
-    };
-    QueryFn release = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
-      return embedder->embed(t, k);
+    const EvalContext opts = c;  // a copy for the closures (shares the models)
+    auto make = [&](const std::string& system, const std::string& round0, bool clean_target, QueryFn query) {
+      return corrected_row(opts, co, per_round, inv, dae, corrector, system, round0, clean_target, query);
     };
     if (chain.reference) {
       // The clean references with the clean corrector (reference.corrector): clean-to-clean corrects toward e with
@@ -151,11 +193,12 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
       c.corrected["daei-clean-hyp"] = make("daei-clean-hyp", "joint-no-corrector", false,
                                            clean_hypothesis_query(c.clean_embedder));
   }
+  add_imported_rows(cfg, c, box);
   // ZSInvert (issue 23): the lm stage's generator proposes, the black box's cosine ranks; no inverter. The plain row
   // scores cos(f̃(x), y); our variant, zsinvert-dae, cos(DAE₁(f̃(x)), DAE₁(y)) with the stage-1 DAE.
   if (cfg.flag("zsinvert.enabled") && layout.stage_complete("lm")) {
     auto lm = T5ModelImpl::from_pretrained(layout.final_module("lm", "lm"));
-    if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
+    const QueryFn query = release_queries(box());
     const ZsGenerator gen = t5_generator(lm, c.tok, c.max_length_eval);
     const ZsInvertOptions zo = zsinvert_options(cfg);
     const int64_t max_texts = cfg.integer("zsinvert.max_texts");
@@ -170,9 +213,6 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
         const int64_t n = max_texts > 0 ? std::min<int64_t>(max_texts, sp.noisy.size(0)) : sp.noisy.size(0);
         std::vector<std::string> ids;
         for (int64_t i = 0; i < n; ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
-        QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
-          return embedder->embed(t, k);
-        };
         const double sigma = dae_sigma(sp);
         DenoiseFn shield = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
         auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo, comm);
@@ -253,6 +293,14 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
                  }});
     corrected("clean-to-noisy-corrected", true);
   }
+  // eval.imported: vec2text's models were trained on clean embeddings, so these are references too (the first is the
+  // paper's CLEAN-TO-NOISY when they were trained on the embedder the release adds noise to).
+  if (ctx.imported_inv)
+    s.push_back({"imported-inverter", true, [c, memo](const EvalSplit& sp) {
+                   return memo("imported-inverter", sp,
+                               decode_texts(*c, *c->imported_inv, sp.noisy, "imported-inverter"));
+                 }});
+  corrected("imported-vec2text", true);
   if (ctx.noisy_inv)
     s.push_back({"noisy-inverter", false, [c, memo](const EvalSplit& sp) {
                    return memo("noisy-inverter", sp, decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"));

@@ -46,7 +46,8 @@ struct EvalContext {
   std::shared_ptr<InverterImpl> wiener_inv;      // the linear reference's inverter (stage2.wiener_inverter)
   std::shared_ptr<const LinearEstimator> wiener;  // its filter, fitted on noisy training rows at training time
   std::shared_ptr<InverterImpl> stage2_continued_inv;  // the control for stage 3's extra steps
-  // The corrected systems whose corrector is trained, by row name (daei, dae-corrected, noisy-vec2text).
+  std::shared_ptr<InverterImpl> imported_inv;  // eval.imported's inverter (a `daei import vec2text` folder; issue 49)
+  // The corrected systems, by row name (daei, dae-corrected, noisy-vec2text; imported-vec2text: eval.imported's).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;
   bool daei_clean_hypotheses = false;  // protocol.clean_hypotheses: the daei row reads clean hypothesis embeddings
   // The zsinvert rows (zsinvert, zsinvert-dae) when zsinvert.enabled and runs/NAME/lm/final exist; each runs on

@@ -37,6 +37,7 @@ class SpmTokenizer {
   std::vector<std::string> decode_batch(const torch::Tensor& ids) const;  // (B, L)
 
   int64_t vocab_size() const;  // number of pieces
+  const std::string& path() const { return path_; }  // the model file it was loaded from
   int64_t pad_id() const { return 0; }
   int64_t eos_id() const { return 1; }
   int64_t unk_id() const { return 2; }

@@ -16,6 +16,7 @@
 #include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "model/dae.h"
+#include "model/imported_models.h"
 #include "stages/heldout.h"
 #include "stages/pretrain.h"
 #include "stages/token_init.h"
@@ -56,6 +57,47 @@ Inverter make_inverter(const Config& cfg, int64_t dim, int64_t vocab_size) {
     inv->t5->load_weights(t5_dir + "/model.safetensors");
     LOG_INFO("[model] inverter T5 starts from {}", t5_dir);
   }
+  return inv;
+}
+
+std::string init_from_folder(const Config& cfg) {
+  const std::string dir = cfg.str("inverter.init_from");
+  DAEI_CHECK(dir.empty() || file_exists(dir + "/inverter.json"),
+             "inverter.init_from: {} is not an inverter folder (no inverter.json; `daei import vec2text` writes "
+             "OUT/inverter/)", dir);
+  return dir;
+}
+
+Inverter inverter_from_init(const Config& cfg, int64_t dim, const SpmTokenizer& tok) {
+  const std::string key = "inverter.init_from", dir = init_from_folder(cfg);
+  const auto from = InverterImpl::load(dir);
+  const InverterConfig want = inverter_config(cfg, dim, tok.vocab_size());
+  const bool shape_from_keys = cfg.str("inverter.t5_dir").empty();  // a fresh T5 of inverter.*'s shape
+  const std::string t5_source = shape_from_keys ? "a fresh T5" : "inverter.t5_dir";
+  std::vector<std::string> differ;
+  auto compare = [&](const std::string& what, const std::string& where, const auto& have, const auto& configured) {
+    if (have != configured) differ.push_back(fmt::format("{} {} ({}: {})", what, have, where, configured));
+  };
+  auto t5_key = [&](const std::string& k) { return shape_from_keys ? "inverter." + k : t5_source; };
+  compare("embedding dimension", "the run's embeddings", from->cfg.dim, want.dim);
+  compare("repeat tokens", "inverter.repeat_tokens", from->cfg.repeat, want.repeat);
+  const T5Config &h = from->cfg.t5, &w = want.t5;
+  compare("d_model", t5_key("d_model"), h.d_model, w.d_model);
+  compare("d_kv", t5_key("d_kv"), h.d_kv, w.d_kv);
+  compare("d_ff", t5_key("d_ff"), h.d_ff, w.d_ff);
+  compare("encoder layers", t5_key("num_layers"), h.num_layers, w.num_layers);
+  compare("decoder layers", t5_key("num_decoder_layers"), h.num_decoder_layers, w.num_decoder_layers);
+  compare("heads", t5_key("num_heads"), h.num_heads, w.num_heads);
+  compare("feed-forward", t5_key("feed_forward_proj"), h.feed_forward_proj, w.feed_forward_proj);
+  compare("relative-attention buckets", t5_source, h.relative_attention_num_buckets, w.relative_attention_num_buckets);
+  compare("tied embeddings", t5_source, h.tie_word_embeddings, w.tie_word_embeddings);
+  if (!shape_from_keys) compare("vocabulary", t5_source, h.vocab_size, w.vocab_size);
+  DAEI_CHECK(differ.empty(), "{}: {} is not the configured inverter: {}", key, dir, fmt::join(differ, "; "));
+  check_tokenizer_fits(dir, h.vocab_size, tok, key);
+  InverterConfig c = from->cfg;
+  c.t5.dropout_rate = cfg.real("inverter.dropout");  // trains as the configured inverter would
+  Inverter inv(c);
+  load_module_state(*inv, module_state(*from), dir);
   return inv;
 }
 
@@ -105,14 +147,18 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   DAEI_CHECK(data_.rows > 0 && data_.embeddings && data_.texts, "[{}] no training data", tag);
   // The same initial weights for every inverter of a run (dae-only, noisy, clean): only the inputs differ.
   torch::manual_seed(splitmix64(attack_seed(cfg) ^ 0x1A7E27ULL));
-  inverter_ = budget.init_dir.empty() ? make_inverter(cfg, data_.dim, tok_->vocab_size())
-                                      : Inverter(InverterImpl::load(budget.init_dir));
-  if (budget.init_dir.empty() && !budget.pretrained_dir.empty()) {
+  const bool fresh = budget.init_dir.empty(), from_init = fresh && !cfg.str("inverter.init_from").empty();
+  inverter_ = !fresh     ? Inverter(InverterImpl::load(budget.init_dir))
+              : from_init ? inverter_from_init(cfg, data_.dim, *tok_)
+                          : make_inverter(cfg, data_.dim, tok_->vocab_size());
+  if (from_init) {
+    LOG_INFO("[{}] starts from inverter.init_from {}", tag, cfg.str("inverter.init_from"));
+  } else if (fresh && !budget.pretrained_dir.empty()) {
     // Its token embeddings are the pretrained ones (token_init, when on, started the pretraining T5 instead).
     const auto r = load_pretrained_t5(*inverter_->t5, budget.pretrained_dir);
     LOG_INFO("[{}] T5 starts from the pretrained {} ({} tensors copied, {} cut to the tokenizer's pieces)", tag,
              budget.pretrained_dir, r.copied.size(), r.cut.size());
-  } else if (budget.init_dir.empty() && budget.token_box) {
+  } else if (fresh && budget.token_box) {
     const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box,
                                          cfg.integer("inverter.token_init_queries"),
                                          splitmix64(attack_seed(cfg) ^ 0x70CE2ULL));

@@ -39,6 +39,13 @@ struct InverterTrainData {
 // Inverter shape from the inverter.* keys (a fresh small T5), or inverter.t5_dir (a Hugging Face T5 to start from).
 InverterConfig inverter_config(const Config& cfg, int64_t dim, int64_t vocab_size);
 Inverter make_inverter(const Config& cfg, int64_t dim, int64_t vocab_size);
+// The inverter folder inverter.init_from names (issue 49: a `daei import vec2text` OUT/inverter/, or a run's
+// final/inverter/) as the start of a fresh inverter, at inverter.dropout: refused in one line naming the key where
+// its shape is not the configured one (inverter.*, or inverter.t5_dir's), it reads embeddings of another dimension
+// than `dim`, or it was made with another tokenizer than `tok` (model/imported_models.h).
+Inverter inverter_from_init(const Config& cfg, int64_t dim, const SpmTokenizer& tok);
+// inverter.init_from, refused in one line when it is set and not an inverter folder; "" when unset.
+std::string init_from_folder(const Config& cfg);
 
 // The T5 tokenizer of the run: inverter.tokenizer when set (t5-base's spiece.model), otherwise a SentencePiece
 // unigram model trained once on the training split's texts into runs/NAME/tokenizer/spm.model (rank 0 trains, the
@@ -56,7 +63,8 @@ struct InverterBudget {
   std::string section = "stage2";            // steps, batch_size, schedule, warmup_steps, clip_norm, eval_every
   std::string lr_key = "stage2.lr";
   std::string weight_decay_key = "stage2.weight_decay";
-  std::string init_dir;                      // an inverter folder to start from; "" = fresh (seeded) weights
+  std::string init_dir;                      // an inverter folder to start from; "" = a fresh inverter: seeded
+                                             // weights, or inverter.init_from's when set
   std::string pretrained_dir;                // a fresh inverter's T5 from the pretrain stage (stages/pretrain.h)
   // A fresh inverter's token embeddings from queries of the black box (inverter.token_init; stages/token_init.h).
   std::shared_ptr<const NoisyEmbedder> token_box;

@@ -45,6 +45,8 @@ std::string guard_table() {
 // (at 45af259, DAEI_WRITE_GUARD_TABLE=FILE build/daei_tests --gtest_filter=Catalogue.TheGuardFeedsWhatItFedBefore):
 // deriving the lists from the catalogue changes no key's saved work. Two lines were corrected by hand since:
 // stage2.noisy_steps and stage2.noisy_lr feed noisy-inverter/ alone (the old rule "stage2.noisy_" matched no key).
+// Issue 49 added two keys: eval.imported (nothing saved) and inverter.init_from (the fresh inverters and what starts
+// from them, InitFromFeedsTheInvertersAndWhatStartsFromThem below).
 TEST(Catalogue, TheGuardFeedsWhatItFedBefore) {
   const std::string table = guard_table();
   if (const char* out = std::getenv("DAEI_WRITE_GUARD_TABLE")) {
@@ -121,4 +123,18 @@ TEST(Catalogue, TheNoisyBudgetFeedsTheNoisyInverterAlone) {
     EXPECT_EQ(cli::work_depending_on(key), std::vector<std::string>{"noisy-inverter"}) << key;
   const auto lr = cli::work_depending_on("stage2.lr");
   EXPECT_NE(std::find(lr.begin(), lr.end(), "stage2"), lr.end());
+}
+
+// inverter.init_from (issue 49) is where every fresh inverter starts: a change of it invalidates those inverters and
+// everything that starts from them (stage 3, the control, the correctors and their hypotheses), nothing upstream.
+TEST(Catalogue, InitFromFeedsTheInvertersAndWhatStartsFromThem) {
+  const auto fed = cli::work_depending_on("inverter.init_from");
+  const std::set<std::string> got(fed.begin(), fed.end());
+  for (const char* e : {"stage2", "noisy-inverter", "wiener-inverter", "clean-inverter", "stage3", "stage2-continued",
+                        "stage4", "dae-corrector", "noisy-corrector", "dae-continued-corrector", "clean-corrector",
+                        "cache/hyp-train", "cache/hyp-train-noisy"})
+    EXPECT_TRUE(got.count(e)) << e;
+  for (const char* e : {"corpus", "cache", "tokenizer", "stage1", "pretrain", "lm", "embedder"})
+    EXPECT_FALSE(got.count(e)) << e;
+  EXPECT_TRUE(cli::work_depending_on("eval.imported").empty());  // read by eval alone
 }
