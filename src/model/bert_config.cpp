@@ -8,18 +8,6 @@
 
 namespace daei {
 
-namespace {
-// A config read from a file names the file when its values break the rules (fuzz_model_json found messages that
-// named no file: "bert config: hidden_size 32 not divisible by 12 heads").
-void validate_from(const BertConfig& c, const std::string& source) {
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    DAEI_FAIL("{}: {}", source, e.what());
-  }
-}
-}  // namespace
-
 BertConfig BertConfig::from_json_text(const std::string& text, const std::string& source) {
   BertConfig c;
   read_json_text_fields(c, text, source);
@@ -37,6 +25,12 @@ void BertConfig::validate() const {
   DAEI_CHECK(vocab_size > 0 && hidden_size > 0 && num_attention_heads > 0 && intermediate_size > 0 &&
                  max_position_embeddings > 0 && type_vocab_size > 0,
              "bert config: sizes must be positive");
+  // Sizes whose weight counts overflow int64 were accepted (fuzz_model_json: vocab_size 12222255555555554).
+  int64_t n = 0;
+  DAEI_CHECK(!__builtin_mul_overflow(vocab_size, hidden_size, &n) &&
+                 !__builtin_mul_overflow(intermediate_size, hidden_size, &n),
+             "bert config: sizes too large (vocab {}, hidden {}, intermediate {})", vocab_size, hidden_size,
+             intermediate_size);
   DAEI_CHECK(hidden_size % num_attention_heads == 0, "bert config: hidden_size {} not divisible by {} heads",
              hidden_size, num_attention_heads);
   DAEI_CHECK(hidden_act == "gelu" || hidden_act == "gelu_new" || hidden_act == "relu",

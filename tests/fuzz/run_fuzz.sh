@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/fuzz/targets.sh
 RUNS=1000000 SECONDS_EACH="" BUILD_ONLY=0 SMOKE=0 OUT=build/fuzz
+[[ ${1:-} == --help || ${1:-} == -h ]] && { sed -n 5,9p "$0"; exit 0; }
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then RUNS=$1; shift; fi  # the former usage: run_fuzz.sh RUNS [TARGET ...]
 while getopts "r:t:bso:" o; do
   case $o in
@@ -87,11 +88,12 @@ run_one() {
   if [[ -n $SECONDS_EACH ]]; then args+=(-max_total_time="$SECONDS_EACH"); else args+=(-runs="$RUNS"); fi
   rm -f "$art"*
   local rc=0 t0=$SECONDS
-  "$OUT/fuzz_$t" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+  local TIMEFORMAT="cpu %U s user + %S s sys, wall %R s"
+  { time "$OUT/fuzz_$t" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?; } 2>"$log.time"
   [[ $SMOKE == 1 ]] && rm -rf "$corpus"
   {
     echo "== fuzz_$t: exit $rc after $((SECONDS - t0)) s; $(grep -E '^#[0-9]+' "$log" | tail -1)"
-    echo "   $(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' ')"
+    echo "   $(cat "$log.time"); $(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' ')"
     if [[ $rc != 0 ]]; then
       grep -E "ERROR|SUMMARY|deadly|Test unit written" "$log" | head -8
       for f in "$art"*; do
