@@ -16,6 +16,8 @@ PACKAGES=(
   wordnet-base fortunes-min fortunes
   python3 python3-torch python3-numpy
   gnuplot-nox python3-nltk shellcheck
+  # the fuzz targets and CI's fuzz smoke (tests/e2e/fuzz_smoke.sh): clang with its libFuzzer/ASan/UBSan runtimes
+  clang libclang-rt-14-dev
   munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins
 )
 

@@ -5,6 +5,7 @@
 // beside model.safetensors) is written by core/safetensors.h's save_module_folder.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -19,6 +20,17 @@ void read_json_fields(T& obj, const nlohmann::json& j, const std::string& source
   T::fields(obj, [&](const char* key, auto& field) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return;
+    using F = std::decay_t<decltype(field)>;
+    if constexpr (std::is_integral_v<F> && !std::is_same_v<F, bool>) {
+      // json converts a float such as 2.5e92 to an integer field by a cast outside its range (undefined behaviour,
+      // found by fuzz_model_json): a float is taken only when it is a whole number inside the field's range.
+      if (it->is_number_float()) {
+        const double v = it->template get<double>();
+        DAEI_CHECK(v == static_cast<double>(static_cast<int64_t>(v > 9.2e18 || v < -9.2e18 ? 0 : v)) &&
+                       v >= double(std::numeric_limits<F>::min()) && v <= double(std::numeric_limits<F>::max()),
+                   "{}: key '{}': {} is not a whole number in range", source, key, v);
+      }
+    }
     try {
       it->get_to(field);
     } catch (const std::exception& e) {
@@ -40,6 +52,17 @@ nlohmann::json read_json_text_fields(T& obj, const std::string& text, const std:
   DAEI_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   read_json_fields(obj, j, source);
   return j;
+}
+
+// obj.validate(), whose refusal then names `source`: a config read from a file names the file when its values break
+// the rules (fuzz_model_json found "bert config: hidden_size 32 not divisible by 12 heads" naming no file).
+template <class T>
+void validate_from(const T& obj, const std::string& source) {
+  try {
+    obj.validate();
+  } catch (const Error& e) {
+    DAEI_FAIL("{}: {}", source, e.what());
+  }
 }
 
 // The text of a JSON object (Hugging Face's config.json, dae.json): `head`'s keys and T's fields, indented by 2,

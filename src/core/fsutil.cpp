@@ -46,6 +46,18 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+bool stays_inside(const std::string& rel) {
+  if (!rel.empty() && rel[0] == '/') return false;
+  if (rel.find('\0') != std::string::npos) return false;
+  for (size_t b = 0; b <= rel.size();) {
+    size_t e = rel.find('/', b);
+    if (e == std::string::npos) e = rel.size();
+    if (rel.compare(b, e - b, "..") == 0) return false;
+    b = e + 1;
+  }
+  return true;
+}
+
 bool file_exists(const std::string& path) { return fs::exists(path); }
 
 void make_dirs(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -65,8 +66,13 @@ __attribute__((target("sha,sse4.1"))) void blocks_shani(uint32_t state[8], const
   _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), s0);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), s1);
 }
+// CPUID rather than __builtin_cpu_supports("sha"), which clang 14 lacks (the fuzz targets build this file with clang).
 bool cpu_has_sha() {
-  static const bool has = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  static const bool has = [] {
+    unsigned a, b, c, d;
+    const bool sse41 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_1);
+    return sse41 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+  }();
   return has;
 }
 #else

@@ -59,7 +59,14 @@ std::string verify_done_folder(const std::string& dir) {
   const nlohmann::json done = nlohmann::json::parse(read_file(dir + "/DONE"), nullptr, false);
   if (done.is_discarded() || !done.is_object() || !done.contains("files"))
     return "DONE has no checksums (written by an older daei): not verifiable";
-  for (const auto& [name, sha] : done.at("files").items()) {
+  const auto& files = done.at("files");
+  if (!files.is_object()) return "DONE: \"files\" is not an object";
+  for (const auto& [name, sha] : files.items()) {
+    // A listed name stays inside the folder and a checksum is a string: "../../dev/zero" was read to the end
+    // (never), a number threw json's type_error (probes of fuzz_stage_files).
+    if (name.empty() || !stays_inside(name))
+      return fmt::format("DONE lists '{}', which is not a file inside the folder", name);
+    if (!sha.is_string()) return fmt::format("DONE: the checksum of {} is not a string", name);
     const std::string p = dir + "/" + name;
     if (!file_exists(p)) return fmt::format("{} is missing", name);
     if (sha256_file(p) != sha.get<std::string>()) return fmt::format("{}: SHA-256 differs (damaged)", name);

@@ -128,29 +128,6 @@ TORCH_MODULE(BertEncoder);
 
 }  // namespace
 
-BertConfig BertConfig::from_json_text(const std::string& text, const std::string& source) {
-  BertConfig c;
-  read_json_text_fields(c, text, source);
-  c.validate();
-  return c;
-}
-
-BertConfig BertConfig::from_file(const std::string& path) { return from_json_text(read_file(path), path); }
-
-std::string BertConfig::to_json_text() const {
-  return json_fields_text(*this, {{"model_type", "bert"}, {"architectures", {"BertModel"}}});
-}
-
-void BertConfig::validate() const {
-  DAEI_CHECK(vocab_size > 0 && hidden_size > 0 && num_attention_heads > 0 && intermediate_size > 0 &&
-                 max_position_embeddings > 0 && type_vocab_size > 0,
-             "bert config: sizes must be positive");
-  DAEI_CHECK(hidden_size % num_attention_heads == 0, "bert config: hidden_size {} not divisible by {} heads",
-             hidden_size, num_attention_heads);
-  DAEI_CHECK(hidden_act == "gelu" || hidden_act == "gelu_new" || hidden_act == "relu",
-             "bert config: unsupported hidden_act '{}'", hidden_act);
-}
-
 BertModelImpl::BertModelImpl(const BertConfig& c) : cfg(c) {
   cfg.validate();
   auto e = register_module("embeddings", BertEmbeddings(c));

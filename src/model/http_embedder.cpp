@@ -22,6 +22,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "model/embedding_request.h"
+#include "model/embeddings_answer.h"
 
 namespace daei {
 using nlohmann::json;
@@ -110,60 +111,20 @@ at::Tensor HttpEmbedder::embed_batch(const std::vector<std::string>& texts) cons
                  : httplib::to_string(err);
       continue;
     }
-    if (res->status == 429 || res->status >= 500) {
-      last = fmt::format("HTTP {}", res->status);
+    int64_t d = dim_.load();
+    EmbeddingsAnswer a =
+        read_embeddings_answer(res->status, res->body, texts.size(), d, opt_.url, !opt_.api_key.empty());
+    if (!a.retry.empty()) {
+      last = a.retry;
       continue;
     }
-    if (res->status == 401 || res->status == 403)
-      DAEI_FAIL("embedding service {} refused the request (HTTP {}): {}", opt_.url, res->status,
-                opt_.api_key.empty() ? "it needs an API key: set embedder.api_key_env to the name of an environment "
-                                       "variable holding it"
-                                     : "the API key from embedder.api_key_env was not accepted");
-    if (res->status != 200) {
-      std::string msg = res->body.substr(0, 300);
-      try {
-        msg = json::parse(res->body).at("error").at("message").get<std::string>();
-      } catch (...) {
-      }
-      DAEI_FAIL("embedding service {} answered HTTP {}: {}", opt_.url, res->status, msg);
+    if (d == 0) {  // the first answer fixes the dimension for every thread
+      int64_t expected = 0;
+      dim_.compare_exchange_strong(expected, a.dim);
+      DAEI_CHECK(a.dim == dim_.load(), "embedding service {} returned a {}-d vector, expected {} (embedder.dim)",
+                 opt_.url, a.dim, dim_.load());
     }
-    json j;
-    try {
-      j = json::parse(res->body);
-    } catch (const std::exception& e) {
-      DAEI_FAIL("embedding service {} sent a body that is not JSON: {}", opt_.url, e.what());
-    }
-    DAEI_CHECK(j.is_object() && j.contains("data") && j["data"].is_array(),
-               "embedding service {} sent no \"data\" array", opt_.url);
-    const auto& data = j["data"];
-    DAEI_CHECK(data.size() == texts.size(), "embedding service {} returned {} embeddings for {} texts", opt_.url,
-               data.size(), texts.size());
-    int64_t d = dim_.load();
-    at::Tensor out;
-    for (size_t r = 0; r < data.size(); ++r) {
-      const auto& item = data[r];
-      DAEI_CHECK(item.is_object() && item.contains("embedding") && item["embedding"].is_array(),
-                 "embedding service {}: data[{}] has no \"embedding\" array", opt_.url, r);
-      int64_t idx = item.contains("index") ? item["index"].get<int64_t>() : int64_t(r);
-      DAEI_CHECK(idx >= 0 && idx < int64_t(texts.size()), "embedding service {}: data[{}].index {} out of range",
-                 opt_.url, r, idx);
-      const auto& e = item["embedding"];
-      if (d == 0) {
-        int64_t expected = 0;
-        dim_.compare_exchange_strong(expected, int64_t(e.size()));
-        d = dim_.load();
-      }
-      DAEI_CHECK(int64_t(e.size()) == d, "embedding service {} returned a {}-d vector, expected {} (embedder.dim)",
-                 opt_.url, e.size(), d);
-      if (!out.defined()) out = torch::full({int64_t(texts.size()), d}, NAN, torch::kFloat32);
-      float* o = out.data_ptr<float>() + idx * d;
-      for (int64_t k = 0; k < d; ++k) {
-        DAEI_CHECK(e[k].is_number(), "embedding service {}: data[{}].embedding[{}] is not a number", opt_.url, r, k);
-        o[k] = e[k].get<float>();
-      }
-    }
-    DAEI_CHECK(!torch::isnan(out).any().item<bool>(), "embedding service {}: an index is missing from data", opt_.url);
-    return out;
+    return torch::from_blob(a.values.data(), {int64_t(texts.size()), a.dim}, torch::kFloat32).clone();
   }
   DAEI_FAIL("embedding service {} failed after {} attempts: {}", opt_.url, opt_.retries + 1, last);
 }

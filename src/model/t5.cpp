@@ -43,41 +43,6 @@ std::string t5_act_name(const T5Config& c) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------- config
-
-T5Config T5Config::from_json_text(const std::string& text, const std::string& source) {
-  T5Config c;
-  const auto j = read_json_text_fields(c, text, source);
-  // As Hugging Face: without num_decoder_layers the decoder is as deep as the encoder.
-  if (!j.contains("num_decoder_layers") || j["num_decoder_layers"].is_null()) c.num_decoder_layers = c.num_layers;
-  c.validate();
-  return c;
-}
-
-T5Config T5Config::from_file(const std::string& path) { return from_json_text(read_file(path), path); }
-
-std::string T5Config::to_json_text() const {
-  return json_fields_text(*this, {{"model_type", "t5"},
-                                  {"architectures", {"T5ForConditionalGeneration"}},
-                                  {"is_encoder_decoder", true}});
-}
-
-void T5Config::validate() const {
-  DAEI_CHECK(vocab_size > 0 && d_model > 0 && d_kv > 0 && d_ff > 0 && num_heads > 0,
-             "t5 config: sizes must be positive (vocab {}, d_model {}, d_kv {}, d_ff {}, heads {})", vocab_size,
-             d_model, d_kv, d_ff, num_heads);
-  DAEI_CHECK(num_layers >= 0 && num_decoder_layers >= 0, "t5 config: negative layer count");
-  DAEI_CHECK(relative_attention_num_buckets >= 2 && relative_attention_max_distance > 0,
-             "t5 config: relative_attention_num_buckets must be >= 2");
-  const std::string act = gated() ? feed_forward_proj.substr(6) : feed_forward_proj;
-  DAEI_CHECK(act == "relu" || act == "gelu" || act == "silu",
-             "t5 config: feed_forward_proj '{}' is not relu, gelu, gated-gelu, gated-relu or gated-silu",
-             feed_forward_proj);
-  DAEI_CHECK(dropout_rate >= 0 && dropout_rate < 1, "t5 config: dropout_rate {} not in [0, 1)", dropout_rate);
-  for (int64_t id : {pad_token_id, eos_token_id, decoder_start_token_id})
-    DAEI_CHECK(id >= 0 && id < vocab_size, "t5 config: special token id {} outside the vocabulary", id);
-}
-
 // ------------------------------------------------------------------------------------------- pieces
 
 torch::Tensor t5_relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,

@@ -14,6 +14,7 @@
 #include "core/sha256.h"
 #include "model/bert.h"
 #include "model/precision.h"
+#include "model/sbert_json.h"
 #include "model/t5.h"
 #include "model/tokenizer_spm.h"
 #include "model/tokenizer_wordpiece.h"
@@ -46,31 +47,14 @@ TransformerEmbedder::TransformerEmbedder(const TransformerEmbedderSpec& spec)
   std::string dense_dir;
   const std::string modules = dir + "/modules.json";
   if (file_exists(modules)) {
-    json m = json::parse(read_file(modules));
-    DAEI_CHECK(m.is_array(), "{}: expected a JSON array of modules", modules);
-    bool saw_pooling = false;
-    for (const auto& mod : m) {
-      const std::string type = mod.value("type", ""), path = mod.value("path", "");
-      const std::string sub = path.empty() ? dir : dir + "/" + path;
-      auto ends = [&](const char* s) { return type.size() >= strlen(s) && type.compare(type.size() - strlen(s), strlen(s), s) == 0; };
-      if (ends("Transformer")) {
-        model_dir = sub;
-      } else if (ends("Pooling")) {
-        json p = json::parse(read_file(sub + "/config.json"));
-        const bool mean = p.value("pooling_mode_mean_tokens", false), cls = p.value("pooling_mode_cls_token", false);
-        DAEI_CHECK(mean != cls, "{}/config.json: exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token "
-                   "must be true (others are not supported)", sub);
-        pooling_ = mean ? "mean" : "cls";
-        saw_pooling = true;
-      } else if (ends("Dense")) {
-        dense_dir = sub;
-      } else if (ends("Normalize")) {
-        normalize_ = true;
-      } else {
-        DAEI_FAIL("{}: module type '{}' is not supported (Transformer, Pooling, Dense, Normalize)", modules, type);
-      }
+    for (const auto& mod : parse_sbert_modules(read_file(modules), modules)) {
+      const std::string sub = mod.path.empty() ? dir : dir + "/" + mod.path;
+      if (mod.kind == SbertModuleKind::transformer) model_dir = sub;
+      else if (mod.kind == SbertModuleKind::pooling)
+        pooling_ = parse_pooling_mode(read_file(sub + "/config.json"), sub + "/config.json");
+      else if (mod.kind == SbertModuleKind::dense) dense_dir = sub;
+      else normalize_ = true;
     }
-    DAEI_CHECK(saw_pooling, "{}: no Pooling module", modules);
   } else if (spec.preset == "gtr-t5-base") {
     DAEI_CHECK(spec.kind == "t5", "preset gtr-t5-base is a T5 encoder: set embedder.kind=t5");
     pooling_ = "mean";
@@ -85,14 +69,11 @@ TransformerEmbedder::TransformerEmbedder(const TransformerEmbedderSpec& spec)
 
   // As sentence-transformers: the model's max_seq_length caps the tokens of a text (a model trained on 32 tokens
   // is not asked about more); embedder.max_length still applies when it is lower.
-  if (const std::string sb = model_dir + "/sentence_bert_config.json"; file_exists(sb)) {
-    const json j = json::parse(read_file(sb));
-    if (j.contains("max_seq_length") && j["max_seq_length"].is_number_integer())
-      max_length_ = std::min<int64_t>(max_length_, std::max<int64_t>(2, j["max_seq_length"].get<int64_t>()));
-  }
+  if (const std::string sb = model_dir + "/sentence_bert_config.json"; file_exists(sb))
+    max_length_ = sbert_max_length(read_file(sb), sb, max_length_);
   const std::string cfg_path = model_dir + "/config.json", weights = model_dir + "/model.safetensors";
   DAEI_CHECK(file_exists(cfg_path) && file_exists(weights), "{}: needs config.json and model.safetensors", model_dir);
-  const std::string model_type = json::parse(read_file(cfg_path)).value("model_type", spec.kind);
+  const std::string model_type = parse_model_type(read_file(cfg_path), cfg_path, spec.kind);
   DAEI_CHECK(model_type == spec.kind, "{}: model_type is '{}' but embedder.kind is '{}'", cfg_path, model_type,
              spec.kind);
   if (spec.kind == "t5") {
@@ -108,23 +89,19 @@ TransformerEmbedder::TransformerEmbedder(const TransformerEmbedderSpec& spec)
     dim_ = impl_->bert->cfg.hidden_size;
     const std::string vocab = model_dir + "/vocab.txt";
     DAEI_CHECK(file_exists(vocab), "{}: no vocab.txt (the BERT WordPiece vocabulary)", model_dir);
-    json tc = file_exists(model_dir + "/tokenizer_config.json")
-                  ? json::parse(read_file(model_dir + "/tokenizer_config.json"))
-                  : json::object();
-    impl_->wordpiece = std::make_unique<WordPieceTokenizer>(vocab, tc.value("do_lower_case", true));
+    const std::string tc = model_dir + "/tokenizer_config.json";
+    const bool lower = !file_exists(tc) || parse_do_lower_case(read_file(tc), tc);
+    impl_->wordpiece = std::make_unique<WordPieceTokenizer>(vocab, lower);
   }
   std::string fingerprint = sha256_file(weights).substr(0, 16);
   if (!dense_dir.empty()) {
-    json dc = json::parse(read_file(dense_dir + "/config.json"));
+    dense_act_ = parse_dense_activation(read_file(dense_dir + "/config.json"), dense_dir + "/config.json");
     auto t = load_safetensors(dense_dir + "/model.safetensors");
     DAEI_CHECK(t.count("linear.weight"), "{}/model.safetensors: no linear.weight", dense_dir);
     dense_w_ = t["linear.weight"].to(torch::kFloat32);
     if (t.count("linear.bias")) dense_b_ = t["linear.bias"].to(torch::kFloat32);
     DAEI_CHECK(dense_w_.dim() == 2 && dense_w_.size(1) == dim_, "{}: linear.weight is [{}, {}] but the transformer gives "
                "{}-d states", dense_dir, dense_w_.size(0), dense_w_.dim() == 2 ? dense_w_.size(1) : -1, dim_);
-    const std::string act = dc.value("activation_function", "torch.nn.modules.linear.Identity");
-    if (act.find("Tanh") != std::string::npos) dense_act_ = "tanh";
-    else DAEI_CHECK(act.find("Identity") != std::string::npos, "{}: activation {} not supported", dense_dir, act);
     dim_ = dense_w_.size(0);
     fingerprint += "+" + sha256_file(dense_dir + "/model.safetensors").substr(0, 8);
   }

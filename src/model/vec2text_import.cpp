@@ -132,7 +132,8 @@ int64_t repeat_tokens(const json& cfg, const at::Tensor& second_weight, int64_t 
   DAEI_CHECK(cfg.contains("num_repeat_tokens") && cfg["num_repeat_tokens"].is_number_integer(),
              "{}/config.json: key 'num_repeat_tokens' missing or not an integer", dir);
   const int64_t r = cfg["num_repeat_tokens"].get<int64_t>();
-  DAEI_CHECK(r > 0 && second_weight.size(0) == r * d_model,
+  // Division, not r * d_model: a huge num_repeat_tokens overflowed int64 (undefined behaviour).
+  DAEI_CHECK(r > 0 && d_model > 0 && second_weight.size(0) % d_model == 0 && second_weight.size(0) / d_model == r,
              "{}/config.json: num_repeat_tokens {} does not fit '{}' ({} rows = {} x d_model {})", dir, r, second_key,
              second_weight.size(0), double(second_weight.size(0)) / d_model, d_model);
   return r;

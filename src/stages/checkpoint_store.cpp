@@ -134,21 +134,10 @@ void CheckpointStore::prune(const std::string& just_written) {
 CheckpointState CheckpointStore::load(const std::string& dir, const ModuleList& modules,
                                       torch::optim::Optimizer& optim, int64_t global_batch, int64_t n_rows) const {
   const std::string sp = dir + "/state.json";
-  const json st = json::parse(read_file(sp), nullptr, false);
-  DAEI_CHECK(!st.is_discarded() && st.is_object(), "{}: not valid JSON", sp);
-  auto need = [&](const json& j, const char* key) -> const json& {
-    DAEI_CHECK(j.is_object() && j.contains(key), "{}: key '{}' is missing", sp, key);
-    return j.at(key);
-  };
-  const std::string schema = st.value("schema", "");
-  DAEI_CHECK(schema == "daei.checkpoint.v1" || schema == "daei.checkpoint.v2", "{}: unknown checkpoint schema '{}'",
-             sp, schema);
-  CheckpointState out;
-  out.global_batch = need(st, "global_batch").get<int64_t>();
+  CheckpointState out = parse_checkpoint_state(read_file(sp), sp);
   DAEI_CHECK(out.global_batch == global_batch,
              "{}: checkpoint was trained with global batch {}, the config says {}; resume needs the same global batch",
              dir, out.global_batch, global_batch);
-  out.n_rows = need(need(st, "sampler"), "n_rows").get<int64_t>();
   DAEI_CHECK(out.n_rows == n_rows, "{}: checkpoint was trained on {} rows, the data now has {}", dir, out.n_rows,
              n_rows);
   load_module_state(modules, load_safetensors(dir + "/model.safetensors"), dir + "/model.safetensors");
@@ -159,8 +148,6 @@ CheckpointState CheckpointStore::load(const std::string& dir, const ModuleList& 
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}/optim.pt: cannot be read ({})", dir, e.what_without_backtrace()));
   }
-  out.step = need(st, "step").get<int64_t>();
-  out.world_size = need(st, "world_size").get<int64_t>();
   return out;
 }
 

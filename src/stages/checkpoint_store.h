@@ -12,24 +12,13 @@
 #include <string>
 
 #include "core/safetensors.h"
+#include "stages/stage_files.h"
 
 namespace torch::optim {
 class Optimizer;
 }
 
 namespace daei {
-
-// state.json: where a run stands (the sampler's position follows from step) and what a resume must match.
-struct CheckpointState {
-  std::string stage;              // log tag of the stage
-  int64_t step = 0;               // optimizer steps done
-  int64_t steps_per_epoch = 1;
-  uint64_t seed = 0;
-  int64_t n_rows = 0;             // training rows
-  int64_t global_batch = 0;
-  int64_t grad_accum = 1;
-  int64_t world_size = 1;         // ranks that wrote it (a resume may use any number)
-};
 
 class CheckpointStore {
  public:

@@ -12,6 +12,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "stages/checkpoint_store.h"
+#include "stages/stage_files.h"
 
 namespace daei {
 namespace fs = std::filesystem;
@@ -60,15 +61,7 @@ std::vector<std::string> StageFolder::check_earlier_run(const std::string& dir, 
 MetricsLog::MetricsLog(const std::string& stage_dir) : path_(stage_dir + "/" + kFileName) {}
 
 void MetricsLog::keep_until(int64_t step) const {
-  std::string kept;
-  if (file_exists(path_)) {
-    std::ifstream in(path_);
-    for (std::string line; std::getline(in, line);) {
-      auto j = json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", int64_t(0)) <= step) kept += line + "\n";
-    }
-  }
-  write_file_atomic(path_, kept);
+  write_file_atomic(path_, file_exists(path_) ? metrics_lines_until(read_file(path_), step) : std::string());
 }
 
 void MetricsLog::log_step(int64_t step, const std::map<std::string, double>& terms, double grad_norm,

@@ -1,78 +1,116 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (Debian: clang + libclang-rt-14-dev, a manual step, not CI) and runs
-# each for RUNS executions. Usage: tests/fuzz/run_fuzz.sh [RUNS] [TARGET ...]   (default 1,000,000; all targets)
-#   safetensors       src/core/safetensors_header.cpp   (header validator)
-#   config            src/core/config.cpp               (YAML config loader, --set, value rules)
-#   embedding_request src/model/embedding_request.cpp   (serve-embedder's request body parser)
-#   manifest          src/data/cache_manifest.cpp       (cache manifest reader)
-#   corpus_jsonl      src/data/corpus*.cpp              (user .jsonl sources and built splits)
-# Run it at low priority on a shared machine: nice -n 19 tests/fuzz/run_fuzz.sh
+# Builds every libFuzzer target with clang (-fsanitize=fuzzer,address,undefined; Debian clang + libclang-rt-14-dev,
+# installed by launch/setup.sh) and runs them. The builder of the targets (no CMake option: they need clang and
+# their own sanitizer flags, the project builds with GCC); tests/e2e/fuzz_smoke.sh runs it in CI.
+#   tests/fuzz/run_fuzz.sh [-r RUNS | -t SECONDS] [-b] [-s] [-o DIR] [TARGET ...]
+#     -r RUNS      executions per target (default 1,000,000)      -t SECONDS  time per target instead
+#     -b           build only                                      -o DIR      output folder (default build/fuzz)
+#     -s           smoke: start from the committed seeds alone (tests/fuzz/corpus/TARGET), keep no corpus
+#   FUZZ_JOBS=N    targets built / run at once (default 2)         FUZZ_TIMEOUT=S  seconds one input may take (10)
+# Every target runs from $OUT/corpus_TARGET (grown, not committed) plus tests/fuzz/corpus/TARGET (seeds), with
+# tests/fuzz/TARGET.dict where the format has keywords. A crash, sanitizer report, timeout or OOM exits 1 and prints
+# the input's path and hex. Run it at low priority on a shared machine: nice -n 19 tests/fuzz/run_fuzz.sh -t 1200
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-RUNS=${1:-1000000}
-shift || true
+source tests/fuzz/targets.sh
+RUNS=1000000 SECONDS_EACH="" BUILD_ONLY=0 SMOKE=0 OUT=build/fuzz
+[[ ${1:-} == --help || ${1:-} == -h ]] && { sed -n 5,9p "$0"; exit 0; }
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then RUNS=$1; shift; fi  # the former usage: run_fuzz.sh RUNS [TARGET ...]
+while getopts "r:t:bso:" o; do
+  case $o in
+    r) RUNS=$OPTARG ;; t) SECONDS_EACH=$OPTARG ;; b) BUILD_ONLY=1 ;; s) SMOKE=1 ;; o) OUT=$OPTARG ;;
+    *) sed -n 4,9p "$0"; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(safetensors config embedding_request manifest corpus_jsonl)
-OUT=build/fuzz
-mkdir -p "$OUT/gen"
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=("${FUZZ_TARGETS[@]}")
+for t in "${TARGETS[@]}"; do [[ -n ${FUZZ_SRCS[$t]:-} ]] || { echo "unknown target $t (${FUZZ_TARGETS[*]})"; exit 2; }; done
+JOBS=${FUZZ_JOBS:-2}
+command -v clang++ >/dev/null || { echo "clang++ not found: install clang and libclang-rt-14-dev (launch/setup.sh)"; exit 3; }
+mkdir -p "$OUT/gen" "$OUT/obj" "$OUT/logs" "$OUT/artifacts"
+
 # The compiled-in config defaults, as CMake generates them (configs/defaults/*.yaml in order, each + "\n").
 {
   printf 'R"daei_defaults('
   for f in $(ls configs/defaults/*.yaml | LC_ALL=C sort); do cat "$f"; printf '\n'; done
   printf ')daei_defaults"\n'
-} >"$OUT/gen/defaults_yaml.inc"
-CXX=(clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc
-     -I"$OUT/gen" -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED)
-build() {
-  local name=$1; shift
-  "${CXX[@]}" "tests/fuzz/fuzz_$name.cpp" "$@" -o "$OUT/fuzz_$name"
+} >"$OUT/gen/defaults_yaml.inc.new"
+cmp -s "$OUT/gen/defaults_yaml.inc.new" "$OUT/gen/defaults_yaml.inc" || mv "$OUT/gen/defaults_yaml.inc.new" "$OUT/gen/defaults_yaml.inc"
+rm -f "$OUT/gen/defaults_yaml.inc.new"
+
+CXX=(clang++)
+command -v ccache >/dev/null && CXX=(ccache clang++)  # objects are cached; links are not
+FLAGS=(-std=c++17 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc
+       -I"$OUT/gen" -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED -Wall -Wextra)
+obj_of() { echo "$OUT/obj/${1//\//_}.o"; }
+# Runs "$@" in the background, at most JOBS at once; `pool_wait` waits for all.
+pool() {
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+  "$@" &
 }
-run() {
-  local name=$1; shift
-  mkdir -p "$OUT/corpus_$name"
-  echo "== fuzz_$name: $RUNS runs"
-  "$OUT/fuzz_$name" "$OUT/corpus_$name" -runs="$RUNS" -print_final_stats=1 -artifact_prefix="$OUT/" "$@" 2>&1 |
-    grep -E "^(stat::|==|SUMMARY|Done|INFO: Seed)|ERROR|deadly|crash" | tail -12
+pool_wait() { wait; }
+# One object per source file, shared by the targets (same flags); -MMD so that a changed header recompiles it.
+compile() {
+  local src=$1 obj
+  obj=$(obj_of "$1")
+  if [[ -f $obj && -f $obj.d ]] &&
+     ! find $(sed -e 's/^[^:]*://' -e 's/\\$//' "$obj.d") -newer "$obj" 2>/dev/null | grep -q .; then
+    return 0
+  fi
+  "${CXX[@]}" "${FLAGS[@]}" -MMD -MF "$obj.d" -c "$src" -o "$obj" 2>"$obj.log" || touch "$obj.failed"
 }
-for t in "${TARGETS[@]}"; do
-  case $t in
-    safetensors)
-      build safetensors src/core/safetensors_header.cpp src/core/error.cpp -lfmt
-      cp -n tests/fixtures/models/*/io.safetensors "$OUT/corpus_safetensors/" 2>/dev/null || mkdir -p "$OUT/corpus_safetensors"
-      for f in tests/fixtures/models/*/; do cp -n "$f/io.safetensors" "$OUT/corpus_safetensors/$(basename "$f")-io.safetensors"; done
-      printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' >"$OUT/corpus_safetensors/empty.safetensors"
-      run safetensors -dict=tests/fuzz/safetensors.dict -max_len=4096 ;;
-    config)
-      build config src/core/config.cpp src/core/error.cpp src/core/fsutil.cpp -lyaml-cpp -lfmt
-      mkdir -p "$OUT/corpus_config"
-      cp configs/quickstart.yaml "$OUT/corpus_config/quickstart.yaml"
-      printf 'stage1:\n  batch_size: 0\n  lr: 1.0e-3\nrun: {name: x, seed: 3}\n' >"$OUT/corpus_config/s1"
-      printf '=embedder.sigma=[0.01, 0.02]' >"$OUT/corpus_config/s2"
-      printf '# x\na:\n  b: 1  # range: [0, inf)\n  c: x # one of: a|b\n' >"$OUT/corpus_config/s3"
-      run config -dict=tests/fuzz/config.dict -max_len=2048 ;;
-    embedding_request)
-      build embedding_request src/model/embedding_request.cpp -lfmt
-      mkdir -p "$OUT/corpus_embedding_request"
-      printf '{"model": "m", "input": ["a b", "c"]}' >"$OUT/corpus_embedding_request/s1"
-      printf '{"input": "x\\u00e9"}' >"$OUT/corpus_embedding_request/s2"
-      run embedding_request -max_len=1024 ;;
-    manifest)
-      build manifest src/data/cache_manifest.cpp src/core/error.cpp -lfmt
-      mkdir -p "$OUT/corpus_manifest"
-      cat >"$OUT/corpus_manifest/s1" <<'JSON'
-{"schema": 1, "kind": "noisy", "split": "val", "rows": 3, "dim": 4, "dtype": "float16", "embedder": "glove",
- "sigma": 0.04, "noise_seed": 7, "corpus_sha256": "ab", "shard_rows": 2, "offline_eval_only": false,
- "shards": [{"file": "shard-00000.h5", "rows": 2, "row_begin": 0, "row_end": 2, "content_sha256": "c"},
-            {"file": "shard-00001.h5", "rows": 1, "row_begin": 2, "row_end": 3, "content_sha256": "d"}]}
-JSON
-      run manifest -max_len=2048 ;;
-    corpus_jsonl)
-      build corpus_jsonl src/data/corpus.cpp src/data/corpus_sources.cpp src/core/config.cpp src/core/error.cpp \
-        src/core/fsutil.cpp src/core/log.cpp -lyaml-cpp -lspdlog -lfmt
-      mkdir -p "$OUT/corpus_corpus_jsonl"
-      printf '{"id": 0, "text": "The cat sat.", "source": "x"}\n{"id": 1, "text": "A  dog\\tran"}\n' \
-        >"$OUT/corpus_corpus_jsonl/s1"
-      run corpus_jsonl -max_len=1024 ;;
-    *) echo "unknown target $t"; exit 2 ;;
-  esac
+mapfile -t srcs < <(for t in "${TARGETS[@]}"; do printf '%s\n' "tests/fuzz/fuzz_$t.cpp" ${FUZZ_SRCS[$t]}; done | sort -u)
+rm -f "$OUT"/obj/*.failed
+for s in "${srcs[@]}"; do pool compile "$s"; done
+pool_wait
+for s in "${srcs[@]}"; do
+  o=$(obj_of "$s"); [[ -s $o.log ]] && cat "$o.log"
+  [[ -f $o.failed ]] && { echo "fuzz build: $s does not compile"; exit 1; }
 done
+for t in "${TARGETS[@]}"; do
+  objs=()
+  for s in "tests/fuzz/fuzz_$t.cpp" ${FUZZ_SRCS[$t]}; do objs+=("$(obj_of "$s")"); done
+  clang++ -fsanitize=fuzzer,address,undefined "${objs[@]}" ${FUZZ_LIBS[$t]} -o "$OUT/fuzz_$t"
+done
+echo "fuzz build: ${TARGETS[*]} in $OUT"
+[[ $BUILD_ONLY == 1 ]] && exit 0
+
+# One target: its corpus (a fresh folder in a smoke), its dictionary, its budget; the report goes to
+# $OUT/logs/TARGET.report (printed in order at the end); a finding prints its input in hex and fails.
+run_one() {
+  local t=$1 corpus="$OUT/corpus_$t" log="$OUT/logs/$t.log" art="$OUT/artifacts/$t-" rep="$OUT/logs/$t.report"
+  [[ $SMOKE == 1 ]] && corpus=$(mktemp -d)
+  mkdir -p "$corpus"
+  local args=(-print_final_stats=1 -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -artifact_prefix="$art"
+              -max_len="${FUZZ_MAXLEN[$t]}")
+  [[ -f tests/fuzz/$t.dict ]] && args+=(-dict="tests/fuzz/$t.dict")
+  if [[ -n $SECONDS_EACH ]]; then args+=(-max_total_time="$SECONDS_EACH"); else args+=(-runs="$RUNS"); fi
+  rm -f "$art"*
+  local rc=0 t0=$SECONDS
+  local TIMEFORMAT="cpu %U s user + %S s sys, wall %R s"
+  { time "$OUT/fuzz_$t" "${args[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?; } 2>"$log.time"
+  [[ $SMOKE == 1 ]] && rm -rf "$corpus"
+  {
+    echo "== fuzz_$t: exit $rc after $((SECONDS - t0)) s; $(grep -E '^#[0-9]+' "$log" | tail -1)"
+    echo "   $(cat "$log.time"); $(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | tr '\n' ' ')"
+    if [[ $rc != 0 ]]; then
+      grep -E "ERROR|SUMMARY|deadly|Test unit written" "$log" | head -8
+      for f in "$art"*; do
+        [[ -f $f ]] || continue
+        echo "-- failing input $f ($(stat -c %s "$f") bytes):"
+        od -A x -t x1z -v "$f" | head -32
+      done
+      echo "   full log: $log"
+    fi
+  } >"$rep"
+  return "$rc"
+}
+for t in "${TARGETS[@]}"; do rm -f "$OUT/logs/$t.report"; pool run_one "$t"; done
+pool_wait
+fail=0
+for t in "${TARGETS[@]}"; do
+  cat "$OUT/logs/$t.report" 2>/dev/null || echo "== fuzz_$t: no report"
+  grep -q "exit 0 after" "$OUT/logs/$t.report" 2>/dev/null || fail=1
+done
+exit $fail
