@@ -29,6 +29,8 @@
 # slurmd and slurm-client.
 set -euo pipefail
 me=launch/emulate_cluster.sh
+# shellcheck source=launch/slurm/slurm_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm/slurm_conf.sh"
 usage="usage: $me check|up|down|status | exec NODE CMD... | cut|restore|kill|start|ps NODE"
 EMU_DIR=${EMU_DIR:-/tmp/daei-emu}
 EMU_NODES=${EMU_NODES:-2}
@@ -166,35 +168,10 @@ write_conf() {
     echo "# written by $me up"
     echo "ClusterName=daeiemu$ID"
     echo "SlurmctldHost=$CTL($EMU_NET.2)"
-    cat <<CONF
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$LOCAL/munge.sock
-StateSaveLocation=$EMU_DIR/state
-SlurmdSpoolDir=$LOCAL/spool
-TmpFS=$LOCAL/tmp
-SlurmctldPidFile=$LOCAL/slurmctld.pid
-SlurmdPidFile=$LOCAL/slurmd.pid
-SlurmctldLogFile=$LOCAL/slurmctld.log
-SlurmdLogFile=$LOCAL/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-GresTypes=gpu
-ReturnToService=2
-SlurmdTimeout=30
-MessageTimeout=5
-TCPTimeout=2
-KillWait=5
-MinJobAge=600
-SlurmdParameters=config_overrides
-CONF
+    slurm_conf "AuthInfo=socket=$LOCAL/munge.sock" "StateSaveLocation=$EMU_DIR/state" "SlurmdSpoolDir=$LOCAL/spool" \
+      "TmpFS=$LOCAL/tmp" "SlurmctldPidFile=$LOCAL/slurmctld.pid" "SlurmdPidFile=$LOCAL/slurmd.pid" \
+      "SlurmctldLogFile=$LOCAL/slurmctld.log" "SlurmdLogFile=$LOCAL/slurmd.log" \
+      "SlurmdTimeout=30" "MessageTimeout=5" "TCPTimeout=2" "KillWait=5"
     i=11
     for n in "${NODES[@]:1}"; do
       echo "NodeName=$n NodeHostname=$n NodeAddr=$EMU_NET.$i CPUs=4 Gres=gpu:2 State=UNKNOWN"

@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "dist/communicator.h"
 #include "dist/share.h"
+#include "model/generate.h"
 #include "model/precision.h"
 #include "model/t5.h"
 #include "model/tokenizer_spm.h"
@@ -30,25 +31,6 @@ ZsInvertOptions zsinvert_options(const Config& cfg) {
 
 std::string zsinvert_query_key(const std::string& text_id, char stage, int64_t step, int64_t candidate) {
   return "zs/" + text_id + "/s" + std::string(1, stage) + std::to_string(step) + "/c" + std::to_string(candidate);
-}
-
-void apply_repetition_penalty(at::Tensor& scores, const std::vector<std::vector<int64_t>>& prefixes, double penalty) {
-  DAEI_CHECK(scores.dim() == 2 && scores.size(0) == static_cast<int64_t>(prefixes.size()),
-             "repetition penalty: {} prefixes for scores ({})", prefixes.size(),
-             fmt::format("{}", fmt::join(scores.sizes(), ", ")));
-  if (penalty == 1.0) return;
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    std::vector<int64_t> toks(prefixes[i]);
-    std::sort(toks.begin(), toks.end());
-    toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
-    toks.erase(std::remove_if(toks.begin(), toks.end(), [&](int64_t t) { return t < 0 || t >= scores.size(1); }),
-               toks.end());
-    if (toks.empty()) continue;
-    auto row = scores[static_cast<int64_t>(i)];
-    auto idx = torch::tensor(toks, torch::kLong).to(scores.device());
-    auto s = row.index_select(0, idx);
-    row.index_copy_(0, idx, torch::where(s < 0, s * penalty, s / penalty));
-  }
 }
 
 double naturalness_term(double weight, double logp, size_t tokens) {

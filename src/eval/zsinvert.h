@@ -96,10 +96,6 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
 // candidate), and disjoint from cache ("<split>/<id>"), hypothesis ("hyp/...") and correction ("correct/...") keys.
 std::string zsinvert_query_key(const std::string& text_id, char stage, int64_t step, int64_t candidate);
 
-// HF RepetitionPenaltyLogitsProcessor on scores (n, V), in place: for each row, every distinct token of its prefix
-// has its score multiplied by `penalty` when negative, divided by it otherwise.
-void apply_repetition_penalty(at::Tensor& scores, const std::vector<std::vector<int64_t>>& prefixes, double penalty);
-
 // The naturalness term of a candidate's score: weight · logp / tokens, logp the LM's unpenalised log-probability of
 // its tokens (each under the prefix before it); 0 when weight is 0. score = cosine + this term.
 double naturalness_term(double weight, double logp, size_t tokens);

@@ -27,19 +27,39 @@ void forbid_eos_below_min_length(torch::Tensor& scores, int64_t eos, int64_t cur
 
 }  // namespace
 
-void apply_repetition_controls(torch::Tensor& scores, const torch::Tensor& seq, const GenerateOptions& opt) {
-  if (opt.repetition_penalty != 1.0) {
-    DAEI_CHECK(opt.repetition_penalty > 0, "generate: repetition_penalty must be > 0, got {}", opt.repetition_penalty);
-    auto ids = seq.to(scores.device());
-    auto g = scores.gather(1, ids);
-    g = torch::where(g < 0, g * opt.repetition_penalty, g / opt.repetition_penalty);
-    scores.scatter_(1, ids, g);  // an id that occurs twice is written twice with the same value: penalised once
+void apply_repetition_penalty(torch::Tensor& scores, const std::vector<std::vector<int64_t>>& prefixes,
+                              double penalty) {
+  DAEI_CHECK(scores.dim() == 2 && scores.size(0) == static_cast<int64_t>(prefixes.size()),
+             "repetition penalty: {} prefixes for scores ({})", prefixes.size(),
+             fmt::format("{}", fmt::join(scores.sizes(), ", ")));
+  if (penalty == 1.0) return;
+  DAEI_CHECK(penalty > 0 && std::isfinite(penalty), "repetition penalty must be a finite number > 0, got {}", penalty);
+  std::vector<int64_t> rows, cols;  // every (row, distinct token of its prefix): a token is penalised once
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    std::vector<int64_t> toks(prefixes[i]);
+    std::sort(toks.begin(), toks.end());
+    toks.erase(std::unique(toks.begin(), toks.end()), toks.end());
+    for (int64_t t : toks)
+      if (t >= 0 && t < scores.size(1)) rows.push_back(static_cast<int64_t>(i)), cols.push_back(t);
   }
-  const int64_t n = opt.no_repeat_ngram_size;
+  if (rows.empty()) return;
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(scores.device());
+  const auto r = torch::tensor(rows, opts), c = torch::tensor(cols, opts);
+  const auto s = scores.index({r, c});
+  scores.index_put_({r, c}, torch::where(s < 0, s * penalty, s / penalty));
+}
+
+void apply_repetition_controls(torch::Tensor& scores, const torch::Tensor& seq, const GenerateOptions& opt) {
   const int64_t L = seq.size(1);
-  if (n <= 0 || L + 1 < n) return;
   auto s = seq.to(torch::kCPU).contiguous();
   const int64_t* p = s.data_ptr<int64_t>();
+  if (opt.repetition_penalty != 1.0) {
+    std::vector<std::vector<int64_t>> prefixes;
+    for (int64_t r = 0; r < s.size(0); ++r) prefixes.emplace_back(p + r * L, p + (r + 1) * L);
+    apply_repetition_penalty(scores, prefixes, opt.repetition_penalty);
+  }
+  const int64_t n = opt.no_repeat_ngram_size;
+  if (n <= 0 || L + 1 < n) return;
   std::vector<int64_t> rows, cols;
   for (int64_t r = 0; r < s.size(0); ++r) {
     const int64_t* row = p + r * L;

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include <string>
+#include <vector>
 
 namespace daei {
 
@@ -52,6 +53,11 @@ struct GenerateOutput {
 GenerateOptions decoding_from_config(const Config& cfg, const std::string& section, const std::string& beams_key);
 // "greedy" or "beam 4", with ", no_repeat_ngram_size 3", ", repetition_penalty 1.2", ", length_penalty 0.8" where set.
 std::string describe_decoding(const GenerateOptions& opt);
+
+// Hugging Face's RepetitionPenaltyLogitsProcessor on next-token scores (rows, V), in place: in each row, every
+// distinct token of its prefix (ids outside [0, V) ignored) has its score multiplied by `penalty` when negative,
+// divided by it otherwise. The one implementation: generation (below) and zsinvert's candidates use it.
+void apply_repetition_penalty(torch::Tensor& scores, const std::vector<std::vector<int64_t>>& prefixes, double penalty);
 
 // The two repetition processors on next-token scores (rows, V) given the sequences so far (rows, L, decoder start
 // token first), in place: Hugging Face's RepetitionPenaltyLogitsProcessor then NoRepeatNGramLogitsProcessor.

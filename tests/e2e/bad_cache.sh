@@ -3,11 +3,12 @@
 # verifies every kept shard, says which are damaged, builds them again, and ends with the same content digest; a
 # damaged manifest is treated the same way; a manifest naming a file outside the cache is refused.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-badcache.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$T/r/corpus"
 python3 - "$T/r/corpus/val.jsonl" <<'PY'
 import json, sys

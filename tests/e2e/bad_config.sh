@@ -3,6 +3,8 @@
 # file, before anything is written; a refused command leaves config.yaml as it was; under mpirun the refusal is
 # printed once; a model too large for memory is one line saying how many bytes it needed.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-badcfg.XXXXXX)
@@ -12,7 +14,6 @@ MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THR
 syn=(--set run.root="$T/runs" --set run.name=r --set train.synthetic_rows=64 --set train.synthetic_dim=8
      --set dae.hidden=16 --set dae.depth=1 --set stage1.batch_size=8 --set stage1.steps=2 --set stage1.eval_every=0
      --set stage1.warmup_steps=1)
-fail() { echo "FAIL: $*"; exit 1; }
 # expect RC PATTERN CMD...: exit code RC, exactly one "daei: error:" line on stderr that matches PATTERN.
 expect() {
   local want=$1 pat=$2; shift 2

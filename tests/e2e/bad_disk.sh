@@ -3,6 +3,8 @@
 # error naming the file (exit 1: no double free, no segfault, no HDF5 diagnostics) and leave no temporary files.
 # Needs root to mount the tmpfs; skipped (exit 0, said so) without it.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-disk.XXXXXX)
@@ -13,7 +15,6 @@ trap cleanup EXIT
 if [[ $(id -u) != 0 ]] || ! mount -t tmpfs -o size=4m tmpfs "$FULL" 2>/dev/null; then
   echo "SKIP: cannot mount a tmpfs here (needs root)"; exit 0
 fi
-fail() { echo "FAIL: $*"; exit 1; }
 check_one_enospc() {  # rc=$1, stderr file $2
   [[ $1 == 1 ]] || { tail -20 "$2"; fail "exit $1, want 1"; }
   local n; n=$(grep -c "daei: error:" "$2" || true)

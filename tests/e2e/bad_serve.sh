@@ -4,13 +4,14 @@
 # SO_REUSEPORT (a second server on the port fails "address in use"), a backlog of 1024, no MPI listener on other
 # interfaces, and the answers that were already right (400/401/413) with the key never logged.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-serve.XXXXXX)
 SERVER_PID=""
 cleanup() { [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 cd "$T"
 export DAEI_TEST_KEY=sekrit-key-123
 cfg=(--set "embedder.glove_dir=$SRC/tests/fixtures/glove/mini" --set server.api_key_env=DAEI_TEST_KEY

@@ -4,6 +4,8 @@
 # the ranks exit promptly instead of lingering. Not 75, and not tested: SIGTERM to a raw mpirun, which Open MPI 4.1
 # turns into an abort with mpirun's own status (see below; README: run under signals with launch/mpirun.sh).
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-sig.XXXXXX)
@@ -12,7 +14,6 @@ MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THR
 common=(--set run.root="$T" --set train.synthetic_rows=4096 --set train.synthetic_dim=16 --set dae.hidden=32
         --set dae.depth=1 --set stage1.batch_size=16 --set stage1.steps=1000000 --set stage1.eval_every=0
         --set stage1.warmup_steps=2 --set train.ckpt_every=1000000 --set train.log_every=1)
-fail() { echo "FAIL: $*"; exit 1; }
 wait_metrics() {
   for _ in $(seq 300); do [[ -s $1 ]] && return 0; sleep 0.1; done
   fail "no metrics in 30 s ($1)"

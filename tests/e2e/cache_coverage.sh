@@ -3,11 +3,12 @@
 # `train --stage 1`), not only by `cache build`: the last shard deleted and removed from a manifest whose row counts
 # were fixed up (the corpus hash still matches) is one error line naming both row counts, exit 1.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-coverage.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$T/r/corpus"
 # shellcheck source=tests/support/word_corpus.sh
 source "$SRC/tests/support/word_corpus.sh"

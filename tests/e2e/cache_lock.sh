@@ -4,13 +4,14 @@
 # leaves config.yaml as it was; the first then completes and verifies. A shard that cannot be renamed into place
 # (a folder is in the way) is reported with the rename's own error, not "Success".
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-cachelock.XXXXXX)
 bg=
 cleanup() { [[ -n $bg ]] && kill "$bg" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 ASSETS="${DAEI_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/daei}"
 GLOVE=()

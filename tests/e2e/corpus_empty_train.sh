@@ -2,11 +2,11 @@
 # `corpus build` whose train split would be empty (a source of 3,000 copies of one line: test 1, val 0, train 0)
 # ends with one error line and exit 1, and leaves an earlier corpus untouched (issue 26 item 6).
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd)
 D=$BUILD/daei
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+e2e_tmp
 for _ in $(seq 3000); do echo "the same line of text again"; done >"$T/one.txt"
 args=(--set run.root="$T/runs" --set run.name=c --set corpus.sources=[] --set "corpus.files=[$T/one.txt]"
       --set corpus.ood=[] --set corpus.test_size=10 --set corpus.val_size=10)

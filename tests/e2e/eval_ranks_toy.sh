@@ -6,13 +6,13 @@
 # size, timing (wall_s, "Wall time") aside. The same once more with eval.per_round off, where the correction's early
 # stop (a decision over every rank's texts) picks the rounds.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$1
 SRC=$2
 D=$BUILD/daei
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+e2e_tmp
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL: $*"; exit 1; }
 # shellcheck source=tests/support/toy_config.sh
 source "$SRC/tests/support/toy_config.sh"
 write_toy_config "$T"

@@ -5,10 +5,10 @@
 # The comparison must pass on equal runs and fail on a perturbed loss; without a CUDA device the plain script says so
 # in one line and exits 0.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+e2e_tmp
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 if ! nvidia-smi -L >/dev/null 2>&1; then

@@ -2,11 +2,12 @@
 # Issue 26 item 7: a corrupt shard read by `train` ends with one error line and exit 1, and HDF5's own error stack
 # (HDF5-DIAG) reaches stderr from no thread: the cache reader's read-ahead thread is quieted as the main thread is.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-h5quiet.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$T/r/corpus"
 # shellcheck source=tests/support/word_corpus.sh
 source "$SRC/tests/support/word_corpus.sh"

@@ -7,13 +7,13 @@
 # embedding dimension (the fixture's is vec2text's hard-coded 768), a missing folder, pretrain with init_from, and a
 # change of inverter.init_from once the noisy inverter is trained.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$1
 SRC=$2
 D=$BUILD/daei
 FX=$SRC/tests/fixtures/vec2text
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+e2e_tmp
 # shellcheck source=tests/support/toy_config.sh
 source "$SRC/tests/support/toy_config.sh"
 write_toy_config "$T"

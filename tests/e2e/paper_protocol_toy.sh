@@ -5,12 +5,12 @@
 # stage2.noisy_steps sets the baseline's budget and stage4.warm_start false starts the correctors fresh; texts over
 # inverter.max_length_eval pieces are cut before they are embedded; BLEU is reported in vec2text's convention.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$1
 SRC=$2
 D=$BUILD/daei
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+e2e_tmp
 # shellcheck source=tests/support/toy_config.sh
 source "$SRC/tests/support/toy_config.sh"
 write_toy_config "$T"

@@ -4,13 +4,13 @@
 # text) and the noise sweep; a second run does no work; a run stopped inside stage 2 resumes there; every config in
 # configs/ passes `pipeline --dry-run`.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$1
 SRC=$2
 D=$BUILD/daei
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+e2e_tmp
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL: $*"; exit 1; }
 
 for c in "$SRC"/configs/*.yaml; do
   "$D" pipeline --dry-run --config "$c" --set run.root="$T/dry" >"$T/dry.log" 2>&1 || { cat "$T/dry.log"; fail "dry run of $c"; }

@@ -4,11 +4,11 @@
 # Its output goes through a pipe that closes early, as a pager or `| head` would: the script's own lines are tested,
 # not only the pipeline (issue 32: it exited 141 from a SIGPIPE after a complete run).
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
-fail() { echo "FAIL: $*"; exit 1; }
 [[ $BUILD == "$SRC/build" ]] || { echo "SKIP: launch/quickstart.sh builds into $SRC/build, this ctest runs in $BUILD"; exit 0; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+e2e_tmp
 # shellcheck source=tests/support/toy_config.sh
 source "$SRC/tests/support/toy_config.sh"
 write_toy_config "$T"

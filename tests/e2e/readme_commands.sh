@@ -12,12 +12,13 @@
 # command above exists in the defaults `daei --dump-config` prints; a value given with it is accepted by
 # `daei --dump-config --set key=value`.
 set -uo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "${2:-$(dirname "$0")/../..}" && pwd)
 D=$BUILD/daei
 cd "$SRC" || exit 1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+e2e_tmp
 fails=0 passes=0
 pass() { passes=$((passes + 1)); }
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -4,13 +4,14 @@
 # server.noise_mode per_text answers one text identically twice and two texts differently; `daei embed` follows the
 # same rules; the secret key appears in no log and no file.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd); SRC=$(cd "$2" && pwd)
 D=$BUILD/daei
 T=$(mktemp -d /tmp/daei-e2e-noisekey.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 cd "$T"
 mkdir home && export HOME=$T/home XDG_CACHE_HOME=$T/home/.cache TMPDIR=$T/tmp && mkdir -p "$TMPDIR"
 cfg=(--set "embedder.glove_dir=$SRC/tests/fixtures/glove/mini" --set embedder.sigma=0.5)

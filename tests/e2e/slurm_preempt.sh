@@ -14,13 +14,11 @@
 # stopped on exit. Needs root and the Debian packages munge, slurmctld, slurmd, slurm-client (launch/setup.sh):
 # without them it fails under CI=true and skips otherwise.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "${2:-$(dirname "$0")/../..}" && pwd)
 D=$BUILD/daei
-skip() {
-  if [[ ${CI:-} == true ]]; then echo "FAIL: $1"; exit 1; fi
-  echo "SKIP: $1"; exit 0
-}
 [[ $(id -u) -eq 0 ]] || skip "slurm_preempt needs root (it runs munged, slurmctld and slurmd)"
 for c in munged slurmctld slurmd sbatch scontrol squeue scancel sinfo srun mpirun python3; do
   command -v "$c" >/dev/null || skip "slurm_preempt: $c is missing (bash launch/setup.sh installs munge, slurmctld, slurmd, slurm-client)"
@@ -75,37 +73,14 @@ s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
 for i in $(seq 0 7); do ln -s /dev/null "$T/dev/gpu$i"; done
-cat >"$T/slurm.conf" <<CONF
-ClusterName=daeitest
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$port_ctld
-SlurmdPort=$port_d
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$T/munge/sock
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
-SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-GresTypes=gpu
-ReturnToService=2
-KillWait=10
-MinJobAge=600
-SlurmdParameters=config_overrides
-NodeName=daei1 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=8 Gres=gpu:8 State=UNKNOWN
-PartitionName=daei Nodes=daei1 Default=YES MaxTime=INFINITE State=UP
-CONF
+# shellcheck source=launch/slurm/slurm_conf.sh
+source "$SRC/launch/slurm/slurm_conf.sh"
+slurm_conf "ClusterName=daeitest" "SlurmctldHost=$host(127.0.0.1)" "SlurmctldPort=$port_ctld" "SlurmdPort=$port_d" \
+  "AuthInfo=socket=$T/munge/sock" "StateSaveLocation=$T/state" "SlurmdSpoolDir=$T/spool" \
+  "SlurmctldPidFile=$T/slurmctld.pid" "SlurmdPidFile=$T/slurmd.pid" "SlurmctldLogFile=$T/log/slurmctld.log" \
+  "SlurmdLogFile=$T/log/slurmd.log" "KillWait=10" \
+  "NodeName=daei1 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=8 Gres=gpu:8 State=UNKNOWN" \
+  "PartitionName=daei Nodes=daei1 Default=YES MaxTime=INFINITE State=UP" >"$T/slurm.conf"
 echo "NodeName=daei1 Name=gpu File=$T/dev/gpu[0-7]" >"$T/gres.conf"
 export SLURM_CONF=$T/slurm.conf
 slurmctld -f "$SLURM_CONF"

@@ -3,10 +3,11 @@
 # and resume on 3 ranks; that matches a 3-rank run stopped and resumed at the same step. SIGUSR1 mid-run → exit 75
 # with a DONE checkpoint. `daei eval --dae-only` writes eval/dae.json.
 set -euo pipefail
+# shellcheck source=tests/support/e2e_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
 BUILD=$1
 D=$BUILD/daei
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+e2e_tmp
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
 common=(--set run.root="$T" --set train.synthetic_rows=240 --set train.synthetic_dim=16 --set dae.hidden=32
         --set dae.depth=2 --set stage1.batch_size=12 --set stage1.steps=10 --set stage1.eval_every=5

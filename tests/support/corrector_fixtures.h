@@ -27,6 +27,7 @@
 #include "stages/hypotheses.h"
 #include "stages/token_init.h"
 #include "test_seed.h"
+#include "tiny_t5.h"
 
 namespace daei::corrector_test {
 using namespace daei;
@@ -58,20 +59,7 @@ inline const SpmTokenizer& tokenizer() {
   return tok;
 }
 
-inline T5Config tiny_t5() {
-  T5Config c;
-  c.vocab_size = 40;
-  c.d_model = 32;
-  c.d_kv = 8;
-  c.d_ff = 64;
-  c.num_layers = 1;
-  c.num_decoder_layers = 1;
-  c.num_heads = 4;
-  c.relative_attention_num_buckets = 8;
-  c.relative_attention_max_distance = 16;
-  c.dropout_rate = 0.0;
-  return c;
-}
+inline T5Config tiny_t5() { return test::tiny_t5_config(); }
 
 inline Corrector tiny_corrector(uint64_t seed = 3) {
   torch::manual_seed(test::seed(seed));

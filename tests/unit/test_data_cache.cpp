@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "../support/error_of.h"
 #include "../support/temp_dir.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -40,15 +41,7 @@ std::vector<json> read_jsonl(const std::string& path) {
   return v;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 const std::string kMini = std::string(DAEI_FIXTURES) + "/glove/mini";
 

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include "../support/error_of.h"
 #include "../support/temp_dir.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -30,15 +31,7 @@ void write(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 const std::string kMini = std::string(DAEI_FIXTURES) + "/glove/mini";
 

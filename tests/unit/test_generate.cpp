@@ -12,21 +12,16 @@
 #include "core/safetensors.h"
 #include "model/generate.h"
 #include "model/t5.h"
+#include "../support/error_of.h"
+#include "../support/tiny_t5.h"
 
 namespace {
 
 daei::T5Config tiny_config(const std::string& ff = "relu", bool tied = true) {
-  daei::T5Config c;
+  daei::T5Config c = daei::test::tiny_t5_config();
   c.vocab_size = 24;
-  c.d_model = 32;
-  c.d_kv = 8;
-  c.d_ff = 64;
   c.num_layers = 2;
   c.num_decoder_layers = 2;
-  c.num_heads = 4;
-  c.relative_attention_num_buckets = 8;
-  c.relative_attention_max_distance = 16;
-  c.dropout_rate = 0.0;
   c.feed_forward_proj = ff;
   c.tie_word_embeddings = tied;
   return c;
@@ -264,6 +259,35 @@ TEST(Generate, NoRepeatNgramBansTheFollowersOfTheLastTokens) {
   o.no_repeat_ngram_size = 4;
   daei::apply_repetition_controls(s4, torch::tensor({{0, 5}}, torch::kLong), o);
   EXPECT_EQ(torch::isinf(s4).sum().item<int64_t>(), 0);
+  // n = 1 bans every token seen so far, the decoder start token included (HF bans the 1-grams of input_ids).
+  auto s1 = torch::zeros({1, 10});
+  o.no_repeat_ngram_size = 1;
+  daei::apply_repetition_controls(s1, torch::tensor({{0, 5, 6, 5}}, torch::kLong), o);
+  for (int64_t t : {0, 5, 6}) EXPECT_TRUE(std::isinf(s1[0][t].item<float>())) << t;
+  EXPECT_EQ(torch::isinf(s1).sum().item<int64_t>(), 3);
+  // A prefix with several followers: "5" was followed by 6 and by 7, so both are banned after the last "5".
+  auto sf = torch::zeros({1, 10});
+  o.no_repeat_ngram_size = 2;
+  daei::apply_repetition_controls(sf, torch::tensor({{0, 5, 6, 5, 7, 5}}, torch::kLong), o);
+  EXPECT_TRUE(std::isinf(sf[0][6].item<float>()));
+  EXPECT_TRUE(std::isinf(sf[0][7].item<float>()));
+  EXPECT_EQ(torch::isinf(sf).sum().item<int64_t>(), 2);
+}
+
+// One repetition penalty serves generation (sequences as a tensor) and zsinvert (ragged prefixes): both fronts give
+// the same scores, and ids outside the vocabulary are ignored.
+TEST(Generate, RepetitionPenaltyHasOneRuleForTensorsAndRaggedPrefixes) {
+  torch::manual_seed(7);
+  auto scores = torch::randn({3, 9});
+  auto a = scores.clone(), b = scores.clone();
+  daei::GenerateOptions o;
+  o.repetition_penalty = 1.7;
+  daei::apply_repetition_controls(a, torch::tensor({{0, 3, 3, 8}, {0, 1, 2, 4}, {0, 0, 0, 0}}, torch::kLong), o);
+  daei::apply_repetition_penalty(b, {{8, 3, 0}, {4, 2, 1, 0, 2}, {0, 42, -1}}, 1.7);
+  EXPECT_TRUE(torch::equal(a, b)) << a << "\n" << b;
+  EXPECT_FALSE(torch::equal(a, scores));
+  EXPECT_NE(daei::test::error_of([&] { daei::apply_repetition_penalty(b, {{1}}, 1.7); }).find("1 prefixes"),
+            std::string::npos);
 }
 
 namespace {
@@ -335,6 +359,8 @@ TEST(Generate, GreedyAndBeamHonourNoRepeatNgramAndPenaltyPlacement) {
   auto beam1 = daei::t5_beam_search(*m, e, mask, p);
   EXPECT_TRUE(torch::equal(greedy.sequences, reference(false))) << greedy.sequences << reference(false);
   EXPECT_TRUE(torch::equal(beam1.sequences, reference(true))) << beam1.sequences << reference(true);
+  // The two placements decide differently here, so the two equalities above tell them apart.
+  EXPECT_FALSE(torch::equal(reference(false), reference(true))) << reference(false);
 }
 
 // Issue 34: a tiny seeded T5 (tests/fixtures/models/beam_search) decoded by an independent Python re-implementation of

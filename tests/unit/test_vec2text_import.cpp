@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "../support/error_of.h"
 #include "../support/temp_dir.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -56,12 +57,7 @@ std::string damaged_copy(const TempDir& tmp, const std::string& which,
 
 template <class F>
 std::string refusal(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of(f);
 }
 
 }  // namespace

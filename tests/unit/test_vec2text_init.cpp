@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "../support/error_of.h"
 #include "../support/temp_dir.h"
 #include "../support/toy_run.h"
 #include "core/error.h"
@@ -43,14 +44,7 @@ struct ImportedRun {
   }
 };
 
-std::string refusal(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto refusal = [](const std::function<void()>& f) { return test::error_of(f); };
 
 void expect_one_line_with(const std::string& msg, const std::vector<std::string>& words) {
   EXPECT_NE(msg, "") << "not refused";

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "../support/temp_dir.h"
+#include "../support/tiny_t5.h"
 #include "../support/toy_run.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -19,6 +20,7 @@
 #include "dist/communicator.h"
 #include "eval/zsinvert.h"
 #include "model/embedder.h"
+#include "model/generate.h"
 #include "model/t5.h"
 #include "model/tokenizer_spm.h"
 #include "stages/lm.h"
@@ -123,18 +125,7 @@ std::shared_ptr<SpmTokenizer> tokenizer() {
 
 std::shared_ptr<T5ModelImpl> tiny_t5(uint64_t seed = 5) {
   torch::manual_seed(test::seed(seed));
-  T5Config c;
-  c.vocab_size = 40;
-  c.d_model = 32;
-  c.d_kv = 8;
-  c.d_ff = 64;
-  c.num_layers = 1;
-  c.num_decoder_layers = 1;
-  c.num_heads = 4;
-  c.relative_attention_num_buckets = 8;
-  c.relative_attention_max_distance = 16;
-  c.dropout_rate = 0.0;
-  auto m = std::make_shared<T5ModelImpl>(c);
+  auto m = std::make_shared<T5ModelImpl>(test::tiny_t5_config());
   m->eval();
   return m;
 }
