@@ -46,6 +46,13 @@ struct ImportedRun {
 
 const auto refusal = [](const std::function<void()>& f) { return test::error_of(f); };
 
+// A Config copy shares its YAML tree with the original (yaml-cpp nodes are references): a variant is a deep copy.
+Config variant(const Config& base, const std::string& assignment) {
+  Config c(YAML::Clone(base.root()));
+  c.set(assignment, "test");
+  return c;
+}
+
 void expect_one_line_with(const std::string& msg, const std::vector<std::string>& words) {
   EXPECT_NE(msg, "") << "not refused";
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -76,16 +83,13 @@ TEST(Vec2TextInitFrom, AnotherShapeDimensionOrTokenizerIsRefusedInOneLine) {
   auto start = [&](const Config& cfg, int64_t dim) { inverter_from_init(cfg, dim, *r.tok); };
   EXPECT_EQ(refusal([&] { start(r.cfg, 24); }), "");
 
-  Config wide = r.cfg;
-  wide.set("inverter.d_model=64", "test");
+  const Config wide = variant(r.cfg, "inverter.d_model=64");
   expect_one_line_with(refusal([&] { start(wide, 24); }), {"inverter.init_from", "d_model 32", "inverter.d_model"});
-  Config repeat = r.cfg;
-  repeat.set("inverter.repeat_tokens=16", "test");
+  const Config repeat = variant(r.cfg, "inverter.repeat_tokens=16");
   expect_one_line_with(refusal([&] { start(repeat, 24); }), {"inverter.init_from", "inverter.repeat_tokens"});
   expect_one_line_with(refusal([&] { start(r.cfg, 100); }), {"inverter.init_from", "embedding dimension 24"});
 
-  Config missing = r.cfg;
-  missing.set("inverter.init_from=" + r.tmp.str() + "/nowhere", "test");
+  const Config missing = variant(r.cfg, "inverter.init_from=" + r.tmp.str() + "/nowhere");
   expect_one_line_with(refusal([&] { start(missing, 24); }), {"inverter.init_from", "not an inverter folder"});
   EXPECT_EQ(refusal([&] { init_from_folder(missing); }), refusal([&] { start(missing, 24); }));
 
