@@ -1,4 +1,6 @@
 // daei embed | serve-embedder | estimate-sigma: the release interface, queried, served and measured (issue 5).
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
@@ -105,6 +107,12 @@ int run_serve(Context& ctx, const ServeCommand& cmd) {
   const NoisyEmbedder* remote = rel.remote.get();
   EmbeddingServer server(
       [local, remote](const std::vector<std::string>& t) { return local ? local->embed(t) : remote->embed(t); }, opt);
+  // Every waiting connection holds a descriptor: the soft limit (often 1,024) would stop accepting long before
+  // server.max_pending, so it is raised to the hard one.
+  if (rlimit fl{}; ::getrlimit(RLIMIT_NOFILE, &fl) == 0 && fl.rlim_cur < fl.rlim_max) {
+    fl.rlim_cur = fl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &fl);
+  }
   signals::install_stop_handlers();
   std::signal(SIGINT, [](int) { signals::request_stop(); });
   server.start();

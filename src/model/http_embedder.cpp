@@ -175,7 +175,9 @@ ServerOptions ServerOptions::from_config(const Config& cfg) {
   o.max_body_bytes = size_t(cfg.integer("server.max_body_bytes"));
   o.threads = int(cfg.integer("server.threads"));
   o.max_connections = int(cfg.integer("server.max_connections"));
+  o.max_pending = cfg.integer("server.max_pending");
   o.read_timeout_s = cfg.real("server.read_timeout_s");
+  o.request_timeout_s = cfg.real("server.request_timeout_s");
   o.model = cfg.str("server.model");
   const std::string file = cfg.str("server.api_key_file"), env = cfg.str("server.api_key_env");
   DAEI_CHECK(file.empty() || env.empty(), "set at most one of server.api_key_file and server.api_key_env");
@@ -196,17 +198,6 @@ void json_error(httplib::Response& res, int status, const std::string& msg) {
   res.status = status;
   res.set_content(json{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}.dump(), "application/json");
 }
-
-// httplib's task queue, served by ConnectionThreads (declared in the header so that its rule is tested alone).
-class ConnectionQueue final : public httplib::TaskQueue {
- public:
-  explicit ConnectionQueue(size_t max) : threads_(max) {}
-  void enqueue(std::function<void()> fn) override { threads_.enqueue(std::move(fn)); }
-  void shutdown() override { threads_.shutdown(); }
-
- private:
-  ConnectionThreads threads_;
-};
 
 // Bodies over max_body_bytes up to this size are read and discarded before the 413 goes out (see the constructor).
 size_t drain_limit(const ServerOptions& o) { return o.max_body_bytes + (size_t(16) << 20); }
@@ -260,19 +251,34 @@ void ConnectionThreads::work() {
 }
 
 EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt)
-    : embed_(std::move(embed)), opt_(std::move(opt)), srv_(std::make_unique<httplib::Server>()) {
+    : embed_(std::move(embed)), opt_(std::move(opt)) {
   DAEI_CHECK(opt_.max_batch > 0 && opt_.max_body_bytes > 0 && opt_.threads > 0 && opt_.max_connections > 0 &&
-                 opt_.read_timeout_s > 0,
-             "server.max_batch, max_body_bytes, threads, max_connections and read_timeout_s must be > 0");
-  const size_t max_conn = size_t(opt_.max_connections);
-  srv_->new_task_queue = [max_conn] { return new ConnectionQueue(max_conn); };
+                 opt_.max_pending > 0 && opt_.read_timeout_s > 0 && opt_.request_timeout_s > 0,
+             "server.max_batch, max_body_bytes, threads, max_connections, max_pending, read_timeout_s and "
+             "request_timeout_s must be > 0");
+  // accept → reactor (until the request head is in) → a connection thread (one request) → reactor again or close.
+  workers_ = std::make_unique<ConnectionThreads>(size_t(opt_.max_connections));
+  ReactorLimits lim;
+  lim.max_pending = size_t(opt_.max_pending);
+  lim.request_timeout_s = opt_.request_timeout_s;
+  lim.idle_timeout_s = opt_.read_timeout_s;
+  lim.max_prefetch_bytes = std::min<size_t>(lim.max_prefetch_bytes, opt_.max_body_bytes);
+  reactor_ = std::make_unique<HeadReactor>(lim, [this](ParkedConnection c) {
+    workers_->enqueue([this, c = std::move(c)]() mutable { serve_connection(std::move(c)); });
+  });
+  srv_ = make_parking_server([this](int fd) { reactor_->park(ParkedConnection{fd, {}, 0, {}}); });
+  install_request_rules();
+  install_routes();
+}
+
+// Limits, refusals and error answers: what every request meets before and around its route.
+void EmbeddingServer::install_request_rules() {
   // A body over max_body_bytes but under the drain limit is read and discarded before the 413 goes out: a client
   // that sends its whole body before reading (Python's http.client) would otherwise meet a reset and never see
   // the 413. Larger declared bodies are refused at once, unread.
   srv_->set_payload_max_length(drain_limit(opt_));
-  const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(opt_.read_timeout_s));
-  srv_->set_read_timeout(time_t(to.count() / 1000000), time_t(to.count() % 1000000));
-  srv_->set_write_timeout(10, 0);
+  // Reads and writes wait as serve_connection tells RequestStream; httplib's own timeouts are not used, except
+  // that its Keep-Alive answer header reports this one.
   srv_->set_keep_alive_timeout(std::max<time_t>(1, time_t(opt_.read_timeout_s)));
   // The listening socket: SO_REUSEADDR (restart while old connections linger in TIME_WAIT) but not SO_REUSEPORT,
   // which would let a second server share the port and its traffic.
@@ -322,6 +328,9 @@ EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std:
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+}
+
+void EmbeddingServer::install_routes() {
   srv_->Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
   srv_->Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res,
                                       const httplib::ContentReader& content_reader) {
@@ -342,7 +351,10 @@ EmbeddingServer::EmbeddingServer(std::function<at::Tensor(const std::vector<std:
       res.set_header("Connection", "close");
       return json_error(res, 413, "request body too large");
     }
-    if (!ok) return json_error(res, 400, "cannot read the request body");
+    if (!ok) {  // cut off (malformed chunks, past its deadline): what is left of it on the wire is no next request
+      res.set_header("Connection", "close");
+      return json_error(res, 400, "cannot read the request body");
+    }
     std::vector<std::string> texts;
     if (std::string err = parse_embedding_request(body, opt_.max_batch, texts); !err.empty())
       return json_error(res, 400, err);
@@ -431,9 +443,18 @@ void EmbeddingServer::run() {
   srv_->listen_after_bind();
 }
 
+void EmbeddingServer::serve_connection(ParkedConnection c) {
+  if (serve_parked_request(*srv_, c, opt_.read_timeout_s, 10.0))
+    reactor_->park(std::move(c));
+  else
+    close_connection(c.fd);
+}
+
 void EmbeddingServer::stop() {
   if (srv_) srv_->stop();
   if (thread_.joinable()) thread_.join();
+  if (reactor_) reactor_->stop();    // closes the connections still sending their heads
+  if (workers_) workers_->shutdown();  // answers the requests already handed over (their re-parks close)
 }
 
 }  // namespace daei

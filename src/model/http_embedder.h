@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/embedder.h"
+#include "model/http_connections.h"
 
 namespace httplib {
 class Server;
@@ -21,9 +22,8 @@ class Server;
 
 namespace daei {
 
-// One thread per connection, up to `max`: httplib runs a connection's whole keep-alive life in the task it
-// enqueues, so a fixed pool of N threads is taken down by N slow (slowloris) or idle clients. Here a slow client
-// holds only its own thread; jobs beyond `max` wait for a free thread, and below it no job ever waits.
+// The connection threads: one per request being answered, up to `max`, started as needed; jobs beyond `max` wait for
+// a free thread, and below it no job ever waits (a fixed pool of N would leave a burst queued behind busy threads).
 class ConnectionThreads {
  public:
   explicit ConnectionThreads(size_t max) : max_(max) {}
@@ -91,21 +91,25 @@ struct ServerOptions {
   std::string api_key;               // empty: no authentication
   std::string model = "daei";        // reported in answers
   int threads = 4;                   // embeddings computed at once
-  int max_connections = 256;         // connections served at once (one thread each); more wait in the backlog
+  int max_connections = 256;         // requests served at once (one thread each); more wait for a thread
+  int64_t max_pending = 8192;        // connections waiting for a whole request head (no thread: http_connections.h)
   double read_timeout_s = 5.0;       // a connection silent this long is closed (idle keep-alive too)
+  double request_timeout_s = 30.0;   // a request's head and body are due this long after it began (408)
   int backlog = 1024;                // listen backlog
   // server.host / port / max_batch / max_body_bytes / api_key_file / api_key_env / threads / max_connections /
-  // read_timeout_s.
+  // max_pending / read_timeout_s / request_timeout_s.
   static ServerOptions from_config(const Config& cfg);
 };
 
 // Serves embedder.embed(texts) (fresh noise per query when noisy). Thread-safe; never crashes on input:
 // malformed JSON, missing or wrongly typed fields, empty or oversize batches → 400 {"error": {"message": …}};
-// bad or missing bearer key → 401, decided from the headers before any of the body is read; a body over
+// bad or missing bearer key → 401, decided from the headers before any of the body is parsed (a body of known length
+// up to min(64 KiB, max_body_bytes) has been received by then, unparsed); a body over
 // max_body_bytes → 413, counted on the bytes received (Content-Length, chunked or unframed alike); a compressed body
-// (Content-Encoding) → 415, so nothing is ever inflated. Each connection has its own thread (up to max_connections),
-// so slow or idle clients hold only theirs; read_timeout_s closes silent ones; the embedding itself runs at most
-// `threads` at a time. The port is bound without SO_REUSEPORT (a second server on a used port fails), backlog 1024.
+// (Content-Encoding) → 415, so nothing is ever inflated. A connection waits for its request head without a thread
+// (HeadReactor: up to max_pending of them, each due within request_timeout_s, silent ones closed after
+// read_timeout_s), so slow clients hold no thread; a complete request gets one of max_connections threads; the
+// embedding itself runs at most `threads` at a time. The port is bound without SO_REUSEPORT (a second server on a used port fails), backlog 1024.
 class EmbeddingServer {
  public:
   EmbeddingServer(std::function<at::Tensor(const std::vector<std::string>&)> embed, ServerOptions opt);
@@ -120,6 +124,11 @@ class EmbeddingServer {
   void bind();
   std::function<at::Tensor(const std::vector<std::string>&)> embed_;
   ServerOptions opt_;
+  void install_request_rules();
+  void install_routes();
+  void serve_connection(ParkedConnection c);  // one request on a connection thread, then park again or close
+  std::unique_ptr<ConnectionThreads> workers_;
+  std::unique_ptr<HeadReactor> reactor_;
   std::unique_ptr<httplib::Server> srv_;
   std::thread thread_;
   int port_ = 0;

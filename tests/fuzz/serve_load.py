@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Hostile clients against a running serve-embedder (tests/fuzz/serve_load.sh starts it): PORT PID SLOW REQS KEY.
+"""Hostile clients against a running serve-embedder (tests/fuzz/serve_load.sh starts it): PORT PID SLOW REQS KEY [HOLD].
 
-Phases: baseline (200 valid requests alone); attack: SLOW slowloris connections (one header byte a second), 50
+Phases: baseline (200 valid requests alone); attack: SLOW slow connections (a header or body byte a second), 50
 bodies over max_body_bytes, 50 malformed chunked bodies, and REQS requests from 8 workers mixing valid and invalid
-bodies. Prints one table row per phase: requests, errors (a valid request not answered 200, an invalid one answered
+bodies; then, when HOLD > 0, HOLD seconds more of the slow clients (longer than server.request_timeout_s, so the
+server cuts them off and they reconnect) with one valid request every 0.1 s. Prints one table row per phase: requests, errors (a valid request not answered 200, an invalid one answered
 200 or 5xx, a connection failure), p50/p99 latency of the valid requests, and the server's peak RSS (/proc VmHWM)."""
 import json
 import random
@@ -13,6 +14,7 @@ import threading
 import time
 
 PORT, PID, SLOW, REQS, KEY = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+HOLD = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
 VALID = json.dumps({"model": "daei", "input": ["the cat sat on the mat", "a dog"]}).encode()
 INVALID = [b"{", b'{"input": 5}', b'{"input": []}', b"\xff\xfe", b'{"input": ["' + b"x" * 70000 + b'"]}',
            json.dumps({"input": ["a"] * 1000}).encode(), b"null", b'{"input": "' + b"\\ud800" + b'"}']
@@ -96,28 +98,37 @@ def mixed(count, tally, workers=8):
 
 
 def slowloris(n, stop, held):
-    """n connections sending a request header one byte a second, reopened when the server closes them."""
+    """n connections trickling a byte a second, reopened when the server closes them: the even ones a request header
+    (never finished), the odd ones a body of 4,096 bytes after a whole header (Content-Length)."""
     head = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 4096
+    body_head = (f"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                 f"Content-Length: 4096\r\n\r\n").encode()
+    body = b'{"input": ["' + b"b" * 4000
+
+    def connect(i):
+        s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+        if i % 2:
+            s.sendall(body_head)
+        s.setblocking(False)
+        return s
     socks = []
-    for _ in range(n):
+    for i in range(n):
         try:
-            s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
-            s.setblocking(False)
-            socks.append([s, 0])
+            socks.append([connect(i), 0, i])
         except OSError:
             break
     held.append(len(socks))
     while not stop.is_set():
         for e in socks:
+            data = body if e[2] % 2 else head
             try:
-                e[0].send(head[e[1] % len(head):e[1] % len(head) + 1])
+                e[0].send(data[e[1] % len(data):e[1] % len(data) + 1])
                 e[1] += 1
             except OSError:
-                held.append(-1)  # closed by the server (read timeout): counted, reopened
+                held.append(-1)  # closed by the server (request deadline): counted, reopened
                 try:
                     e[0].close()
-                    e[0] = socket.create_connection(("127.0.0.1", PORT), timeout=5)
-                    e[0].setblocking(False)
+                    e[0], e[1] = connect(e[2]), 0
                 except OSError:
                     pass
         stop.wait(1.0)
@@ -160,9 +171,16 @@ def main():
     mixed(REQS, attack)
     ol.join()
     wall = time.monotonic() - t0
+    row(f"attack: {REQS} mixed + 100 over-limit/chunked, {held[0] if held else 0} slow clients", attack, wall)
+    if HOLD > 0:
+        sustained, t0 = Tally(), time.monotonic()
+        while time.monotonic() - t0 < HOLD:
+            sustained.add(True, *request(VALID))
+            time.sleep(0.1)
+        row(f"sustained: the slow clients for {HOLD:.0f} s more, a valid request every 0.1 s", sustained,
+            time.monotonic() - t0)
     stop.set()
     sl.join()
-    row(f"attack: {REQS} mixed + 100 over-limit/chunked, {held[0] if held else 0} slow clients", attack, wall)
     print(f"slow clients: {held[0] if held else 0} connected of {SLOW}; {held.count(-1)} closed by the server")
     after = Tally()
     for _ in range(50):
