@@ -28,7 +28,11 @@ TARGETS=("$@")
 for t in "${TARGETS[@]}"; do [[ -n ${FUZZ_SRCS[$t]:-} ]] || { echo "unknown target $t (${FUZZ_TARGETS[*]})"; exit 2; }; done
 JOBS=${FUZZ_JOBS:-2}
 command -v clang++ >/dev/null || { echo "clang++ not found: install clang and libclang-rt-14-dev (launch/setup.sh)"; exit 3; }
-mkdir -p "$OUT/gen" "$OUT/obj" "$OUT/logs" "$OUT/artifacts"
+# A smoke keeps its logs and findings apart, so that one run during a campaign in the same folder (CI beside a
+# campaign) leaves the campaign's reports alone; the built targets are shared (a relink replaces the file).
+LOGS="$OUT/logs" ART="$OUT/artifacts"
+[[ $SMOKE == 1 ]] && LOGS="$OUT/smoke-logs" ART="$OUT/smoke-artifacts"
+mkdir -p "$OUT/gen" "$OUT/obj" "$LOGS" "$ART"
 
 # The compiled-in config defaults, as CMake generates them (configs/defaults/*.yaml in order, each + "\n").
 {
@@ -77,9 +81,9 @@ echo "fuzz build: ${TARGETS[*]} in $OUT"
 [[ $BUILD_ONLY == 1 ]] && exit 0
 
 # One target: its corpus (a fresh folder in a smoke), its dictionary, its budget; the report goes to
-# $OUT/logs/TARGET.report (printed in order at the end); a finding prints its input in hex and fails.
+# $LOGS/TARGET.report (printed in order at the end); a finding prints its input in hex and fails.
 run_one() {
-  local t=$1 corpus="$OUT/corpus_$t" log="$OUT/logs/$t.log" art="$OUT/artifacts/$t-" rep="$OUT/logs/$t.report"
+  local t=$1 corpus="$OUT/corpus_$t" log="$LOGS/$t.log" art="$ART/$t-" rep="$LOGS/$t.report"
   [[ $SMOKE == 1 ]] && corpus=$(mktemp -d)
   mkdir -p "$corpus"
   local args=(-print_final_stats=1 -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -artifact_prefix="$art"
@@ -106,11 +110,11 @@ run_one() {
   } >"$rep"
   return "$rc"
 }
-for t in "${TARGETS[@]}"; do rm -f "$OUT/logs/$t.report"; pool run_one "$t"; done
+for t in "${TARGETS[@]}"; do rm -f "$LOGS/$t.report"; pool run_one "$t"; done
 pool_wait
 fail=0
 for t in "${TARGETS[@]}"; do
-  cat "$OUT/logs/$t.report" 2>/dev/null || echo "== fuzz_$t: no report"
-  grep -q "exit 0 after" "$OUT/logs/$t.report" 2>/dev/null || fail=1
+  cat "$LOGS/$t.report" 2>/dev/null || echo "== fuzz_$t: no report"
+  grep -q "exit 0 after" "$LOGS/$t.report" 2>/dev/null || fail=1
 done
 exit $fail
