@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -34,8 +35,7 @@ void answer_and_close(int fd, int status, const char* message) {
   if (status != 0) {
     const char* reason = status == 408 ? "Request Timeout" : status == 431 ? "Request Header Fields Too Large"
                                                                             : "Service Unavailable";
-    const std::string body = std::string(R"({"error": {"message": ")") + message +
-                             R"(", "type": "invalid_request_error"}})";
+    const std::string body = json_error_body(message);
     const std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
                             "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -44,6 +44,10 @@ void answer_and_close(int fd, int status, const char* message) {
   close_connection(fd);
 }
 }  // namespace
+
+std::string json_error_body(const std::string& message) {
+  return nlohmann::json{{"error", {{"message", message}, {"type", "invalid_request_error"}}}}.dump();
+}
 
 void close_connection(int fd) {
   ::shutdown(fd, SHUT_RDWR);

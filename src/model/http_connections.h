@@ -8,7 +8,6 @@
 // request_timeout_s of parking, and a connection silent for idle_timeout_s is closed.
 #pragma once
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -105,6 +104,9 @@ std::unique_ptr<httplib::Server> make_parking_server(std::function<void(int fd)>
 // "Connection: close", fewer than httplib's keep-alive maximum answered); c.read_ahead then holds what was read past
 // this request.
 bool serve_parked_request(httplib::Server& srv, ParkedConnection& c, double read_timeout_s, double write_timeout_s);
+
+// The body of every error answer: {"error": {"message": …, "type": "invalid_request_error"}} (OpenAI's shape).
+std::string json_error_body(const std::string& message);
 
 // shutdown() then close(), as httplib ends a connection.
 void close_connection(int fd);

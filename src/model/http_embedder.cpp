@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "model/embedding_request.h"
 #include "model/embeddings_answer.h"
+#include "model/http_connections.h"
 
 namespace daei {
 using nlohmann::json;
@@ -196,7 +197,7 @@ ServerOptions ServerOptions::from_config(const Config& cfg) {
 namespace {
 void json_error(httplib::Response& res, int status, const std::string& msg) {
   res.status = status;
-  res.set_content(json{{"error", {{"message", msg}, {"type", "invalid_request_error"}}}}.dump(), "application/json");
+  res.set_content(json_error_body(msg), "application/json");
 }
 
 // Bodies over max_body_bytes up to this size are read and discarded before the 413 goes out (see the constructor).
@@ -444,7 +445,8 @@ void EmbeddingServer::run() {
 }
 
 void EmbeddingServer::serve_connection(ParkedConnection c) {
-  if (serve_parked_request(*srv_, c, opt_.read_timeout_s, 10.0))
+  constexpr double kWriteTimeoutS = 10.0;  // an answer that cannot be sent in this long is dropped
+  if (serve_parked_request(*srv_, c, opt_.read_timeout_s, kWriteTimeoutS))
     reactor_->park(std::move(c));
   else
     close_connection(c.fd);

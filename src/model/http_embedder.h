@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "model/embedder.h"
-#include "model/http_connections.h"
 
 namespace httplib {
 class Server;
 }
 
 namespace daei {
+struct ParkedConnection;  // model/http_connections.h
+class HeadReactor;
 
 // The connection threads: one per request being answered, up to `max`, started as needed; jobs beyond `max` wait for
 // a free thread, and below it no job ever waits (a fixed pool of N would leave a burst queued behind busy threads).

@@ -9,6 +9,9 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 SLOW=${2:-1000} REQS=${3:-10000} HOLD=${4:-0}
+for v in "$SLOW" "$REQS" "$HOLD"; do
+  [[ $v =~ ^[0-9]+$ ]] || { echo "serve_load.sh: SLOW_CLIENTS, REQUESTS and HOLD_S are whole numbers, got '$v'"; exit 2; }
+done
 T=$(mktemp -d /tmp/daei-serve-load.XXXXXX)
 PID=""
 cleanup() { [[ -n $PID ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$T"; }
