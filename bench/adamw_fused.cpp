@@ -11,8 +11,8 @@
 
 #include "bench_util.h"
 #include "core/allocator.h"
-#include "model/inverter.h"
-#include "stages/fused_adamw.h"
+#include "model/attack/inverter.h"
+#include "stages/loop/fused_adamw.h"
 
 using namespace daei;
 using namespace daei::bench;

@@ -23,7 +23,7 @@
 #include "data/cache.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 using namespace daei;
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 //                configurations interleaved step by step so that all see the same load
 //   t5-generate  greedy decoding, batch B, --label-len tokens (eos forbidden so every run decodes all of them)
 //                t5-step and t5-generate take --precision fp32|bf16 (train.precision's matrix products; default fp32)
-//   precision    this CPU's bf16 ISA as model/precision.h probes it (the bench header names it)
+//   precision    this CPU's bf16 ISA as model/net/precision.h probes it (the bench header names it)
 //   t5-epoch     one epoch over texts of the token lengths in --lengths: per-batch padding to the longest row,
 //                length-bucketed batches, real-token-only loss
 //   allreduce    (mpirun -np 2) GradReducer::reduce on the DAE's / the inverter's gradients vs raw MPI_Allreduce
@@ -41,16 +41,16 @@
 #include "dist/communicator.h"
 #include "dist/grad_reducer.h"
 #include "dist/mpi_process.h"
-#include "model/generate.h"
-#include "model/inverter.h"
-#include "model/precision.h"
-#include "model/t5_kernels.h"
+#include "model/net/generate.h"
+#include "model/attack/inverter.h"
+#include "model/net/precision.h"
+#include "model/net/t5_kernels.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "stages/pcgrad.h"
-#include "stages/stage1.h"
-#include "stages/sure.h"
-#include "stages/trainer.h"
+#include "stages/recipes/pcgrad.h"
+#include "stages/recipes/stage1.h"
+#include "stages/recipes/sure.h"
+#include "stages/loop/trainer.h"
 
 using namespace daei;
 using json = nlohmann::json;

@@ -23,9 +23,9 @@
 #include "dist/mpi_process.h"
 #include "eval/correction.h"
 #include "eval/zsinvert.h"
-#include "model/corrector.h"
-#include "model/t5.h"
-#include "model/tokenizer_spm.h"
+#include "model/attack/corrector.h"
+#include "model/net/t5.h"
+#include "model/text/tokenizer_spm.h"
 
 using namespace daei;
 using namespace daei::bench;

@@ -351,7 +351,7 @@ def main():
                   "%d processes × %d generations each side" % (rounds, st2), spread(va), spread(vb)))
     guarded("stage2_generate", e2g)
 
-    # bf16 matrix products (train.precision bf16, src/model/precision.h) where the CPU multiplies bf16 natively: the
+    # bf16 matrix products (train.precision bf16, src/model/net/precision.h) where the CPU multiplies bf16 natively: the
     # step against daei's fp32 step and against the Python reference under torch.autocast bf16, and generation
     # against daei's fp32 generation. Same model, data and seeds in both precisions: the losses and tokens compare.
     def bf16_skipped(name):
@@ -665,7 +665,7 @@ def markdown(meta, entries):
             if b["mode"] == "machine" else "`--blas native`: " + (pin + " removed" if pin else "nothing pinned")))
     if meta.get("bf16"):
         b = meta["bf16"]
-        L.append("- bf16 products: %s (`bench_entries precision`, the cpuid probe of `src/model/precision.h`)%s" % (
+        L.append("- bf16 products: %s (`bench_entries precision`, the cpuid probe of `src/model/net/precision.h`)%s" % (
             b["isa"], "" if b["native"] else "; not native here: the `_bf16` entries are skipped"))
     if meta.get("page_fault_us") is not None:
         L.append("- page faults: %.2f µs per first touch of a 4 KiB page (bare Linux: 0.1–0.3 µs); the `_glibc` "

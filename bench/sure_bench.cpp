@@ -8,7 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "stages/sure.h"
+#include "stages/recipes/sure.h"
 
 using namespace daei;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The contextual embedder (a GTR stand-in, src/stages/embedder.h) from nothing, with configs/contextual-embedder.yaml:
+# The contextual embedder (a GTR stand-in, src/stages/recipes/sentence_embedder.h) from nothing, with configs/contextual-embedder.yaml:
 #   corpus build → GloVe caches of train and val (the texts the stages read; val for the held-out metrics) →
 #   pretrain (T5 span corruption; trains the run's SentencePiece tokenizer first) → train --stage embedder.
 # Each step skips what is complete (re-running resumes). Afterwards runs/contextual-embedder/embedder/final/st/ is a

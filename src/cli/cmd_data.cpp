@@ -12,7 +12,7 @@
 #include "data/cache.h"
 #include "data/corpus.h"
 #include "data/run_layout.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei::cli {
 namespace fs = std::filesystem;

@@ -13,9 +13,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/signals.h"
-#include "model/embedder.h"
-#include "model/http_embedder.h"
-#include "model/release_noise.h"
+#include "model/release/embedder.h"
+#include "model/release/http_embedder.h"
+#include "model/release/release_noise.h"
 
 namespace daei::cli {
 namespace {

@@ -16,9 +16,9 @@
 #include "eval/evaluate.h"
 #include "eval/sweep.h"
 #include "eval/systems.h"
-#include "model/dae.h"
-#include "model/embedder.h"
-#include "stages/stage1.h"
+#include "model/attack/dae.h"
+#include "model/release/embedder.h"
+#include "stages/recipes/stage1.h"
 
 namespace daei::cli {
 namespace {

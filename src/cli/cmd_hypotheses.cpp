@@ -19,13 +19,13 @@
 #include "core/log.h"
 #include "data/run_layout.h"
 #include "eval/reference.h"
-#include "model/dae.h"
-#include "model/embedder.h"
-#include "stages/data_source.h"
-#include "stages/hypotheses.h"
-#include "stages/stage1.h"
-#include "stages/stage2.h"
-#include "stages/stage4.h"
+#include "model/attack/dae.h"
+#include "model/release/embedder.h"
+#include "stages/loop/data_source.h"
+#include "stages/recipes/hypotheses.h"
+#include "stages/recipes/stage1.h"
+#include "stages/recipes/stage2.h"
+#include "stages/recipes/stage4.h"
 
 namespace daei::cli {
 namespace {

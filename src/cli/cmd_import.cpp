@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/log.h"
-#include "model/vec2text_import.h"
+#include "model/attack/vec2text_import.h"
 
 namespace daei::cli {
 namespace {

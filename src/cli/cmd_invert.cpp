@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "data/run_layout.h"
 #include "eval/systems.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei::cli {
 namespace {

@@ -21,8 +21,8 @@
 #include "core/progress.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "stages/catalogue.h"
-#include "stages/trainer.h"
+#include "stages/recipes/catalogue.h"
+#include "stages/loop/trainer.h"
 
 namespace daei::cli {
 namespace {
@@ -87,7 +87,7 @@ std::vector<Step> plan(const Context& ctx) {
   s.push_back(cache("val", true));
   s.push_back(cache("test", true));
   for (const auto& o : c.strings("corpus.ood")) s.push_back(cache("ood-" + o, true));
-  // The trained stages in the catalogue's order (src/stages/catalogue.h), each where its flags ask for it; a
+  // The trained stages in the catalogue's order (src/stages/recipes/catalogue.h), each where its flags ask for it; a
   // corrector after the hypotheses it trains on.
   for (const StageSpec& st : stage_catalogue()) {
     if (!runs_in_pipeline(st, c)) continue;

@@ -15,19 +15,19 @@
 #include "data/run_layout.h"
 #include "eval/metrics.h"
 #include "eval/reference.h"
-#include "model/embedder.h"
-#include "stages/data_source.h"
-#include "stages/stage1.h"
-#include "stages/stage2.h"
-#include "stages/stage3.h"
-#include "stages/catalogue.h"
-#include "stages/stage4.h"
-#include "stages/wiener.h"
-#include "stages/lm.h"
-#include "stages/pretrain.h"
-#include "stages/embedder.h"
+#include "model/release/embedder.h"
+#include "stages/loop/data_source.h"
+#include "stages/recipes/stage1.h"
+#include "stages/recipes/stage2.h"
+#include "stages/recipes/stage3.h"
+#include "stages/recipes/catalogue.h"
+#include "stages/recipes/stage4.h"
+#include "stages/recipes/wiener.h"
+#include "stages/recipes/lm.h"
+#include "stages/recipes/pretrain.h"
+#include "stages/recipes/sentence_embedder.h"
 #include "data/cache.h"
-#include "stages/trainer.h"
+#include "stages/loop/trainer.h"
 
 namespace daei::cli {
 namespace {
@@ -223,7 +223,7 @@ int train_embedder(Context& ctx, const TrainCommand& cmd, const std::string& sta
 
 using TrainFunction = std::function<int(Context&, const TrainCommand&, const std::string&)>;
 
-// The train function of each stage of the catalogue (src/stages/catalogue.h: names, folders, budgets, inputs).
+// The train function of each stage of the catalogue (src/stages/recipes/catalogue.h: names, folders, budgets, inputs).
 TrainFunction train_function(const StageSpec& s) {
   if (s.chain)
     return [c = s.chain](Context& ctx, const TrainCommand& cmd, const std::string& dir) {

@@ -17,10 +17,10 @@
 #include "data/run_layout.h"
 #include "eval/systems.h"
 #include "eval/zsinvert.h"
-#include "model/dae.h"
-#include "model/embedder.h"
-#include "stages/lm.h"
-#include "stages/stage1.h"
+#include "model/attack/dae.h"
+#include "model/release/embedder.h"
+#include "stages/recipes/lm.h"
+#include "stages/recipes/stage1.h"
 
 namespace daei::cli {
 namespace {

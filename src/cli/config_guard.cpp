@@ -12,13 +12,13 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/run_layout.h"
-#include "stages/catalogue.h"
+#include "stages/recipes/catalogue.h"
 
 namespace daei::cli {
 namespace fs = std::filesystem;
 namespace {
 
-// The saved work of the stages comes from the stage catalogue (src/stages/catalogue.h), in its order.
+// The saved work of the stages comes from the stage catalogue (src/stages/recipes/catalogue.h), in its order.
 template <class Pick>
 std::vector<std::string> stage_folders(Pick pick) {
   std::vector<std::string> out;

@@ -27,8 +27,8 @@
 #ifdef DAEI_NCCL_COMMUNICATOR
 #include "dist/nccl_raw.h"
 #endif
-#include "model/precision.h"
-#include "model/t5_kernels.h"
+#include "model/net/precision.h"
+#include "model/net/t5_kernels.h"
 
 namespace daei::cli {
 namespace {

@@ -27,7 +27,7 @@ class Sha256 {
 };
 
 std::string sha256_hex(const std::string& data);
-// HMAC-SHA256 (RFC 2104): the keyed hash behind the defender's noise (model/release_noise.h).
+// HMAC-SHA256 (RFC 2104): the keyed hash behind the defender's noise (model/release/release_noise.h).
 std::array<uint8_t, 32> hmac_sha256(const uint8_t* key, size_t key_len, const void* msg, size_t msg_len);
 // Streams the file; throws Error naming it when it cannot be read.
 std::string sha256_file(const std::string& path);

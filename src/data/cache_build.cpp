@@ -22,7 +22,7 @@
 #include "data/corpus.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei {
 

@@ -26,7 +26,7 @@
 #include "core/sha256.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei {
 namespace fs = std::filesystem;

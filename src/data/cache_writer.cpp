@@ -20,7 +20,7 @@
 #include "data/cache_manifest.h"
 #include "data/cache_shard.h"
 #include "dist/communicator.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei {
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 #include "eval/clean_cache.h"
 
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 #include <torch/torch.h>
 

@@ -11,10 +11,10 @@
 #include "core/log.h"
 #include "dist/communicator.h"
 #include "dist/share.h"
-#include "model/corrector.h"
-#include "model/embedder.h"
-#include "model/generate.h"
-#include "model/tokenizer_spm.h"
+#include "model/attack/corrector.h"
+#include "model/release/embedder.h"
+#include "model/net/generate.h"
+#include "model/text/tokenizer_spm.h"
 
 namespace daei {
 

@@ -28,7 +28,7 @@
 #include <vector>
 #include <torch/types.h>
 
-#include "model/generate.h"
+#include "model/net/generate.h"
 
 namespace daei {
 
@@ -98,7 +98,7 @@ std::vector<int64_t> top_distinct(const std::vector<std::string>& texts, const s
 // hypothesis-cache keys ("hyp/...").
 std::string correction_query_key(const std::string& text_id, int64_t round, int64_t candidate);
 
-// The mean of k queries of each text (model/embedder.h: mean_of_queries), in chunks of `chunk` texts × k.
+// The mean of k queries of each text (model/release/embedder.h: mean_of_queries), in chunks of `chunk` texts × k.
 at::Tensor query_averaged(const QueryFn& query, const std::vector<std::string>& texts,
                           const std::vector<std::string>& keys, int64_t k, int64_t chunk);
 

@@ -15,8 +15,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "data/dataset.h"
-#include "model/dae.h"
-#include "stages/wiener.h"
+#include "model/attack/dae.h"
+#include "stages/recipes/wiener.h"
 
 namespace daei {
 

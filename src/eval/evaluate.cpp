@@ -24,11 +24,11 @@
 #include "eval/metrics.h"
 #include "eval/per_round.h"
 #include "eval/systems.h"
-#include "model/dae.h"
-#include "model/embedder.h"
-#include "model/generate.h"
-#include "stages/data_source.h"
-#include "stages/stage2.h"
+#include "model/attack/dae.h"
+#include "model/release/embedder.h"
+#include "model/net/generate.h"
+#include "stages/loop/data_source.h"
+#include "stages/recipes/stage2.h"
 
 namespace daei {
 namespace fs = std::filesystem;

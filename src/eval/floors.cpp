@@ -12,7 +12,7 @@
 #include "data/run_layout.h"
 #include "eval/metrics.h"
 #include "eval/systems.h"
-#include "stages/data_source.h"
+#include "stages/loop/data_source.h"
 
 namespace daei {
 

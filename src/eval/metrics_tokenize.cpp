@@ -4,7 +4,7 @@
 #include "eval/metrics.h"
 
 #include "core/utf8.h"
-#include "model/unicode_classes.h"
+#include "model/text/unicode_classes.h"
 
 #include <string>
 #include <vector>

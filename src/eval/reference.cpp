@@ -6,7 +6,7 @@
 #include "data/cache.h"
 #include "data/run_layout.h"
 #include "eval/clean_cache.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "stages/stage2.h"
+#include "stages/recipes/stage2.h"
 
 namespace daei {
 class Config;

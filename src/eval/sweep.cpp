@@ -18,7 +18,7 @@
 #include "eval/clean_cache.h"
 #include "eval/metrics.h"
 #include "eval/systems.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 namespace daei {
 namespace fs = std::filesystem;

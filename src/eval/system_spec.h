@@ -8,7 +8,7 @@
 #include <vector>
 #include <torch/types.h>
 
-#include "stages/data_source.h"  // EvalSplit: one split's texts with their clean and noisy embeddings
+#include "stages/loop/data_source.h"  // EvalSplit: one split's texts with their clean and noisy embeddings
 
 namespace daei {
 

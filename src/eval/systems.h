@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/system_spec.h"
-#include "model/dae.h"
-#include "model/generate.h"
-#include "model/inverter.h"
-#include "model/tokenizer_spm.h"
-#include "stages/wiener.h"
+#include "model/attack/dae.h"
+#include "model/net/generate.h"
+#include "model/attack/inverter.h"
+#include "model/text/tokenizer_spm.h"
+#include "stages/recipes/wiener.h"
 
 namespace daei {
 

@@ -15,10 +15,10 @@
 #include "core/progress.h"
 #include "dist/communicator.h"
 #include "dist/share.h"
-#include "model/generate.h"
-#include "model/precision.h"
-#include "model/t5.h"
-#include "model/tokenizer_spm.h"
+#include "model/net/generate.h"
+#include "model/net/precision.h"
+#include "model/net/t5.h"
+#include "model/text/tokenizer_spm.h"
 
 namespace daei {
 

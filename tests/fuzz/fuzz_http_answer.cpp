@@ -1,10 +1,10 @@
-// libFuzzer target for what the HTTP embedder client makes of a service's answer (src/model/embeddings_answer.cpp):
+// libFuzzer target for what the HTTP embedder client makes of a service's answer (src/model/release/embeddings_answer.cpp):
 // any status and body must give a retry (429, 5xx), a daei::Error naming the service, or n vectors of the expected
 // length, all finite. Byte 0 picks the status, n texts and the expected dimension. Build: tests/fuzz/run_fuzz.sh
 #include <cmath>
 
 #include "fuzz_util.h"
-#include "model/embeddings_answer.h"
+#include "model/release/embeddings_answer.h"
 
 using daei::fuzz::require;
 

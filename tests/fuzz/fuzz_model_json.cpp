@@ -1,11 +1,11 @@
-// libFuzzer target for daei's reading of a model directory's JSON files (src/model/t5_config.cpp, bert_config.cpp,
+// libFuzzer target for daei's reading of a model directory's JSON files (src/model/net/t5_config.cpp, bert_config.cpp,
 // sbert_json.cpp): config.json (T5, BERT), modules.json, 1_Pooling/config.json, sentence_bert_config.json,
 // tokenizer_config.json, 2_Dense/config.json. Any text must be refused with a daei::Error naming the file, or give
 // a value that passes its rules. Byte 0 picks the reader. Build: tests/fuzz/run_fuzz.sh
 #include "fuzz_util.h"
-#include "model/bert_config.h"
-#include "model/sbert_json.h"
-#include "model/t5_config.h"
+#include "model/net/bert_config.h"
+#include "model/release/sbert_json.h"
+#include "model/net/t5_config.h"
 
 using daei::fuzz::require;
 

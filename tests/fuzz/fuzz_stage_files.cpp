@@ -1,4 +1,4 @@
-// libFuzzer target for the stage-folder files a resume reads back (src/stages/stage_files.cpp, and
+// libFuzzer target for the stage-folder files a resume reads back (src/stages/loop/stage_files.cpp, and
 // src/data/run_layout.cpp's verify_done_folder for a checkpoint's or final/'s DONE): any text must be refused with a
 // daei::Error naming the file (state.json), give a verdict (DONE: "" or what is wrong) or kept lines (metrics.jsonl).
 // Byte 0 picks the file. DONE is checked in a temporary folder holding files a and sub/b. Build: tests/fuzz/run_fuzz.sh
@@ -10,7 +10,7 @@
 #include "core/fsutil.h"
 #include "data/run_layout.h"
 #include "fuzz_util.h"
-#include "stages/stage_files.h"
+#include "stages/loop/stage_files.h"
 
 using daei::fuzz::require;
 namespace fs = std::filesystem;

@@ -11,9 +11,9 @@
 #include "core/fsutil.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "stages/embedder.h"
-#include "stages/stage2.h"
-#include "stages/trainer.h"
+#include "stages/recipes/sentence_embedder.h"
+#include "stages/recipes/stage2.h"
+#include "stages/loop/trainer.h"
 #include "../support/test_seed.h"
 
 using namespace daei;

@@ -17,7 +17,7 @@
 #include "eval/correction.h"
 #include "eval/systems.h"
 #include "eval/zsinvert.h"
-#include "model/t5.h"
+#include "model/net/t5.h"
 
 using namespace daei;
 using namespace daei::corrector_test;

@@ -1,11 +1,11 @@
-// The held-out CE (stages/heldout.h) under mpirun -np 2 / 3: the rows split over the ranks give the 1-rank number
+// The held-out CE (stages/loop/heldout.h) under mpirun -np 2 / 3: the rows split over the ranks give the 1-rank number
 // exactly, whatever the batch, and the model is in eval mode during the pass and back in training mode after it.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../support/mpi_world.h"
 #include "dist/communicator.h"
-#include "stages/heldout.h"
+#include "stages/loop/heldout.h"
 
 using namespace daei;
 

@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "dist/communicator.h"
-#include "stages/data_source.h"
-#include "stages/stage1.h"
-#include "stages/trainer.h"
+#include "stages/loop/data_source.h"
+#include "stages/recipes/stage1.h"
+#include "stages/loop/trainer.h"
 
 using namespace daei;
 namespace fs = std::filesystem;

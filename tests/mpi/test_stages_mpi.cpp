@@ -13,11 +13,11 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "dist/communicator.h"
-#include "stages/pretrain.h"
-#include "stages/stage1.h"
-#include "stages/stage2.h"
-#include "stages/stage3.h"
-#include "stages/trainer.h"
+#include "stages/recipes/pretrain.h"
+#include "stages/recipes/stage1.h"
+#include "stages/recipes/stage2.h"
+#include "stages/recipes/stage3.h"
+#include "stages/loop/trainer.h"
 #include "../support/test_seed.h"
 
 using namespace daei;

@@ -2,7 +2,7 @@
 // 8 relative-position buckets up to 16, no dropout, a 40-piece vocabulary. Tests that need another shape change
 // the fields they name.
 #pragma once
-#include "model/t5_config.h"
+#include "model/net/t5_config.h"
 
 namespace daei::test {
 

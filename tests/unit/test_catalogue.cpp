@@ -1,4 +1,4 @@
-// The stage catalogue (src/stages/catalogue.h) and the config guard that reads it.
+// The stage catalogue (src/stages/recipes/catalogue.h) and the config guard that reads it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "cli/config_guard.h"
 #include "core/config.h"
-#include "stages/catalogue.h"
+#include "stages/recipes/catalogue.h"
 
 using namespace daei;
 

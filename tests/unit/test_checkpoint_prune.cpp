@@ -9,9 +9,9 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "dist/communicator.h"
-#include "stages/data_source.h"
-#include "stages/stage1.h"
-#include "stages/trainer.h"
+#include "stages/loop/data_source.h"
+#include "stages/recipes/stage1.h"
+#include "stages/loop/trainer.h"
 
 using namespace daei;
 namespace fs = std::filesystem;

@@ -16,11 +16,11 @@
 #include "core/fields.h"
 #include "core/fsutil.h"
 #include "eval/zsinvert.h"
-#include "model/http_embedder.h"
-#include "model/transformer_embedder.h"
-#include "stages/checkpoint_store.h"
-#include "stages/stage_folder.h"
-#include "stages/trainer.h"
+#include "model/release/http_embedder.h"
+#include "model/release/transformer_embedder.h"
+#include "stages/loop/checkpoint_store.h"
+#include "stages/loop/stage_folder.h"
+#include "stages/loop/trainer.h"
 
 using namespace daei;
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 #include "cli/config_guard.h"
 #include "core/config.h"
 #include "eval/evaluate.h"
-#include "stages/stage4.h"
-#include "stages/data_source.h"
+#include "stages/recipes/stage4.h"
+#include "stages/loop/data_source.h"
 
 using namespace daei;
 using namespace daei::corrector_test;

@@ -19,7 +19,7 @@
 #include "eval/clean_cache.h"
 #include "data/corpus.h"
 #include "dist/communicator.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 #include "../support/assets.h"
 
 using namespace daei;

@@ -18,7 +18,7 @@
 #include "data/corpus.h"
 #include "dist/communicator.h"
 #include "dist/shard_plan.h"
-#include "model/embedder.h"
+#include "model/release/embedder.h"
 
 using namespace daei;
 namespace fs = std::filesystem;

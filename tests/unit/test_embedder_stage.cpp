@@ -1,4 +1,4 @@
-// The contextual embedder stage (src/stages/embedder.h) at toy sizes: its export loads through embedder.kind: t5 and
+// The contextual embedder stage (src/stages/recipes/sentence_embedder.h) at toy sizes: its export loads through embedder.kind: t5 and
 // reproduces the trainer's embeddings, the contrastive loss falls, resume is bitwise, the encoder starts from the
 // pretrain stage's T5, and the global in-batch loss's gradient splits exactly over simulated ranks.
 #include <gtest/gtest.h>
@@ -15,11 +15,11 @@
 #include "core/safetensors.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "model/transformer_embedder.h"
-#include "stages/embedder.h"
-#include "stages/pretrain.h"
-#include "stages/stage2.h"
-#include "stages/trainer.h"
+#include "model/release/transformer_embedder.h"
+#include "stages/recipes/sentence_embedder.h"
+#include "stages/recipes/pretrain.h"
+#include "stages/recipes/stage2.h"
+#include "stages/loop/trainer.h"
 #include "../support/test_seed.h"
 
 using namespace daei;

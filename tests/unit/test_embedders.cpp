@@ -1,6 +1,6 @@
 // Issue 5: SHA-256, GloVe embedder, counter-based noise, σ estimation, HTTP client and server.
 #include <gtest/gtest.h>
-#include "model/httplib_config.h"
+#include "model/release/httplib_config.h"
 
 #include <atomic>
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/sha256.h"
-#include "model/embedder.h"
-#include "model/http_embedder.h"
+#include "model/release/embedder.h"
+#include "model/release/http_embedder.h"
 #include "../support/assets.h"
 
 using namespace daei;

@@ -1,4 +1,4 @@
-// FusedAdamW (src/stages/fused_adamw.h) against libtorch's AdamW: several parameter groups with their own learning
+// FusedAdamW (src/stages/loop/fused_adamw.h) against libtorch's AdamW: several parameter groups with their own learning
 // rates and weight decays, 100 steps, parameters and state; save → load → continue; checkpoints of either optimizer
 // load into the other; the libtorch fall-back; and the Trainer with train.fused_adamw on and off.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include "core/safetensors.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "stages/fused_adamw.h"
-#include "stages/trainer.h"
+#include "stages/loop/fused_adamw.h"
+#include "stages/loop/trainer.h"
 #include "../support/temp_dir.h"
 #include "../support/test_seed.h"
 

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "core/safetensors.h"
-#include "model/generate.h"
-#include "model/t5.h"
+#include "model/net/generate.h"
+#include "model/net/t5.h"
 #include "../support/error_of.h"
 #include "../support/tiny_t5.h"
 

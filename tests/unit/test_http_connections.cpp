@@ -1,7 +1,7 @@
 // serve-embedder's connections before their request head is in (model/http_connections): the reactor's rules on
 // socket pairs, then the server under slow clients, pipelined requests and a body that trickles past its deadline.
 #include <gtest/gtest.h>
-#include "model/httplib_config.h"
+#include "model/release/httplib_config.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,8 +17,8 @@
 #include <vector>
 #include <torch/torch.h>
 
-#include "model/http_connections.h"
-#include "model/http_embedder.h"
+#include "model/release/http_connections.h"
+#include "model/release/http_embedder.h"
 
 using namespace daei;
 using Clock = std::chrono::steady_clock;

@@ -1,4 +1,4 @@
-// train.precision (model/precision.h): the probe against /proc/cpuinfo, the key's resolution (bf16 refused where the
+// train.precision (model/net/precision.h): the probe against /proc/cpuinfo, the key's resolution (bf16 refused where the
 // CPU lacks it, with the missing ISA named), bad values refused by the config rules, the config guard keeping saved
 // work, mp_linear against torch::linear, and a small T5's loss, gradients and decoding logits in bf16 against fp32.
 // The numeric tests run on any CPU (without native bf16, libtorch emulates the bf16 products: slow, same rounding).
@@ -16,9 +16,9 @@
 #include "cli/config_guard.h"
 #include "core/config.h"
 #include "core/error.h"
-#include "model/generate.h"
-#include "model/inverter.h"
-#include "model/precision.h"
+#include "model/net/generate.h"
+#include "model/attack/inverter.h"
+#include "model/net/precision.h"
 
 using namespace daei;
 

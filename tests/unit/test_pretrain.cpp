@@ -16,11 +16,11 @@
 #include "core/safetensors.h"
 #include "data/run_layout.h"
 #include "dist/communicator.h"
-#include "model/corrector.h"
-#include "model/inverter.h"
-#include "stages/pretrain.h"
-#include "stages/stage2.h"
-#include "stages/trainer.h"
+#include "model/attack/corrector.h"
+#include "model/attack/inverter.h"
+#include "stages/recipes/pretrain.h"
+#include "stages/recipes/stage2.h"
+#include "stages/loop/trainer.h"
 #include "../support/test_seed.h"
 
 using namespace daei;

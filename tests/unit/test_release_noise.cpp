@@ -6,8 +6,8 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/sha256.h"
-#include "model/embedder.h"
-#include "model/release_noise.h"
+#include "model/release/embedder.h"
+#include "model/release/release_noise.h"
 
 using namespace daei;
 

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/signals.h"
 #include "data/cache_manifest.h"
-#include "model/embedding_request.h"
+#include "model/release/embedding_request.h"
 
 using nlohmann::json;
 

@@ -11,7 +11,7 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 #include "core/safetensors_header.h"
-#include "model/dae.h"
+#include "model/attack/dae.h"
 
 namespace {
 

@@ -18,13 +18,13 @@
 #include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "eval/metrics.h"
-#include "model/generate.h"
-#include "model/precision.h"
-#include "stages/pcgrad.h"
-#include "stages/stage1.h"
-#include "stages/stage2.h"
-#include "stages/stage3.h"
-#include "stages/trainer.h"
+#include "model/net/generate.h"
+#include "model/net/precision.h"
+#include "stages/recipes/pcgrad.h"
+#include "stages/recipes/stage1.h"
+#include "stages/recipes/stage2.h"
+#include "stages/recipes/stage3.h"
+#include "stages/loop/trainer.h"
 #include "../support/test_seed.h"
 
 using namespace daei;
@@ -183,7 +183,7 @@ TEST(Stage2, ResumeIsBitwiseWithDropout) {
 }
 
 // Checkpoints are fp32 whatever train.precision was: a run stopped under one precision resumes under the other and
-// ends near the run that used fp32 throughout (model/precision.h; main sets the precision, a guard does it here).
+// ends near the run that used fp32 throughout (model/net/precision.h; main sets the precision, a guard does it here).
 TEST(Stage2, ResumesAcrossPrecisions) {
   Toy t("s2precision");
   LocalCommunicator one;

@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "model/bert.h"
-#include "model/t5.h"
+#include "model/net/bert.h"
+#include "model/net/t5.h"
 
 namespace {
 

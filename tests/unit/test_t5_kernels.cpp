@@ -1,11 +1,11 @@
-// The fused T5 kernels (src/model/t5_kernels.h) against the libtorch op chains they replace, and the inverter's
+// The fused T5 kernels (src/model/net/t5_kernels.h) against the libtorch op chains they replace, and the inverter's
 // fixed-batch loss against the project's Python reference (tests/fixtures/make_inverter_step_fixture.py).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "core/safetensors.h"
-#include "model/inverter.h"
-#include "model/t5_kernels.h"
+#include "model/attack/inverter.h"
+#include "model/net/t5_kernels.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "model/tokenizer_spm.h"
-#include "model/tokenizer_wordpiece.h"
+#include "model/text/tokenizer_spm.h"
+#include "model/text/tokenizer_wordpiece.h"
 
 namespace {
 const std::string kWp = std::string(DAEI_FIXTURES) + "/wordpiece/";

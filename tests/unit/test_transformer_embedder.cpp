@@ -9,11 +9,11 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/safetensors.h"
-#include "model/bert.h"
-#include "model/t5.h"
-#include "model/tokenizer_spm.h"
-#include "model/tokenizer_wordpiece.h"
-#include "model/transformer_embedder.h"
+#include "model/net/bert.h"
+#include "model/net/t5.h"
+#include "model/text/tokenizer_spm.h"
+#include "model/text/tokenizer_wordpiece.h"
+#include "model/release/transformer_embedder.h"
 
 using namespace daei;
 namespace fs = std::filesystem;

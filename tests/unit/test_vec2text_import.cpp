@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/safetensors.h"
-#include "model/generate.h"
-#include "model/vec2text_import.h"
+#include "model/net/generate.h"
+#include "model/attack/vec2text_import.h"
 
 namespace fs = std::filesystem;
 using namespace daei;

@@ -14,9 +14,9 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "dist/communicator.h"
-#include "model/imported_models.h"
-#include "model/vec2text_import.h"
-#include "stages/stage2.h"
+#include "model/attack/imported_models.h"
+#include "model/attack/vec2text_import.h"
+#include "stages/recipes/stage2.h"
 
 namespace fs = std::filesystem;
 using namespace daei;

@@ -1,0 +1,137 @@
+#include "model/attack/inverter.h"
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/safetensors.h"
+#include "model/net/generate.h"
+#include "model/net/precision.h"
+#include "model/net/t5_kernels.h"
+
+namespace daei {
+using json = nlohmann::json;
+
+TokenLoss t5_token_loss(T5ModelImpl& t5, const at::Tensor& hidden, const at::Tensor& labels, int64_t chunk) {
+  // Only the real tokens reach the LM head: (N, d) rows gathered from (B, T, d).
+  auto flat_labels = labels.reshape({-1});
+  auto keep = (flat_labels != -100).nonzero().squeeze(1);
+  TokenLoss out;
+  out.count = keep.numel();
+  if (out.count == 0) {
+    out.sum = hidden.sum() * 0.0;  // keeps the graph (and the gradient schema) of an empty micro-batch
+    return out;
+  }
+  // No gather when every position is a real token (fixed-length batches).
+  const bool all = out.count == flat_labels.numel();
+  auto h = all ? hidden.reshape({-1, hidden.size(-1)}) : hidden.reshape({-1, hidden.size(-1)}).index_select(0, keep);
+  auto y = all ? flat_labels : flat_labels.index_select(0, keep);
+  const bool tied = t5.cfg.tie_word_embeddings;
+  const auto& w = tied ? t5.shared->weight : t5.lm_head->weight;
+  if (tied) h = h * std::pow(static_cast<double>(t5.cfg.d_model), -0.5);
+  if (t5_speed().fused_ce && linear_cross_entropy_supported(h, w)) {
+    // One reused logits buffer of 16 MiB at most (it stays below the allocator's mmap threshold, so no fresh
+    // pages each step); the gradients are formed in the forward, so no log-probabilities are kept for backward.
+    const int64_t rows = std::max<int64_t>(1, (int64_t{16} << 20) / (4 * w.size(0)));  // 16 MiB of logits
+    out.sum = linear_cross_entropy_sum(h, w, y, std::min(chunk, rows));
+    return out;
+  }
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < out.count; i += chunk) {
+    const int64_t n = std::min(chunk, out.count - i);
+    auto logits = mp_linear(h.narrow(0, i, n), w).to(torch::kFloat);
+    parts.push_back(at::cross_entropy_loss(logits, y.narrow(0, i, n), {}, at::Reduction::Sum, -100));
+  }
+  out.sum = parts.size() == 1 ? parts[0] : torch::stack(parts).sum();
+  return out;
+}
+
+at::Tensor labels_from_rows(const std::vector<std::vector<int64_t>>& rows) {
+  int64_t L = 1;
+  for (const auto& r : rows) L = std::max<int64_t>(L, static_cast<int64_t>(r.size()));
+  auto out = torch::full({static_cast<int64_t>(rows.size()), L}, -100, torch::kLong);
+  auto a = out.accessor<int64_t, 2>();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < rows[i].size(); ++j) a[i][j] = rows[i][j];
+  return out;
+}
+
+EmbeddingTransformImpl::EmbeddingTransformImpl(int64_t d, int64_t dm, int64_t r, double dropout)
+    : dim(d), d_model(dm), repeat(r) {
+  // Indices 0 and 3 carry the weights, as vec2text's embedding_transform.{0,3}.
+  net = register_module("net", torch::nn::Sequential(torch::nn::Linear(d, d), torch::nn::Dropout(dropout),
+                                                     torch::nn::GELU(), torch::nn::Linear(d, dm * r)));
+}
+
+at::Tensor EmbeddingTransformImpl::forward(const at::Tensor& e) {
+  // net's modules one by one, so that both products go through mp_linear (bf16 under train.precision bf16).
+  const auto& l0 = net->at<torch::nn::LinearImpl>(0);
+  const auto& l3 = net->at<torch::nn::LinearImpl>(3);
+  auto x = net->at<torch::nn::DropoutImpl>(1).forward(mp_linear(e, l0.weight, l0.bias));
+  x = net->at<torch::nn::GELUImpl>(2).forward(x);
+  return mp_linear(x, l3.weight, l3.bias).reshape({e.size(0), repeat, d_model});
+}
+
+InverterImpl::InverterImpl(const InverterConfig& c) : cfg(c) {
+  embedding_transform =
+      register_module("embedding_transform", EmbeddingTransform(c.dim, c.t5.d_model, c.repeat, c.t5.dropout_rate));
+  t5 = register_module("t5", T5Model(c.t5));
+}
+
+at::Tensor InverterImpl::project(const at::Tensor& e) {
+  DAEI_CHECK(e.dim() == 2 && e.size(1) == cfg.dim, "inverter: embeddings must be (B, {}), got ({})", cfg.dim,
+             fmt::format("{}", fmt::join(e.sizes(), ", ")));
+  return embedding_transform->forward(e.to(t5->shared->weight.dtype()));
+}
+
+TokenLoss InverterImpl::loss(const at::Tensor& e, const at::Tensor& labels) {
+  auto x = project(e);
+  auto mask = torch::ones({x.size(0), x.size(1)}, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  auto enc = t5->encode(x, mask);
+  auto dec_in = t5->shift_right(labels);
+  auto h = t5->decoder->forward(t5->embed(dec_in), {}, enc, mask);
+  return t5_token_loss(*t5, h, labels);
+}
+
+at::Tensor InverterImpl::generate(const at::Tensor& e, const GenerateOptions& opt) {
+  torch::NoGradGuard ng;
+  auto x = project(e);
+  auto mask = torch::ones({x.size(0), x.size(1)}, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  return t5_generate(*t5, x, mask, opt).sequences;
+}
+
+void InverterImpl::save(const std::string& dir) const {
+  make_dirs(dir);
+  t5->save_pretrained(dir);
+  TensorMap proj;
+  for (const auto& [k, v] : module_state(*embedding_transform)) {
+    // net.0.weight → embedding_transform.0.weight (vec2text's names)
+    proj["embedding_transform." + k.substr(4)] = v;
+  }
+  save_safetensors(dir + "/embedding_transform.safetensors", proj, {{"format", "pt"}});
+  json j{{"schema", "daei.inverter.v1"}, {"dim", cfg.dim}, {"num_repeat_tokens", cfg.repeat}};
+  write_file_atomic(dir + "/inverter.json", j.dump(2) + "\n");
+}
+
+std::shared_ptr<InverterImpl> InverterImpl::load(const std::string& dir) {
+  DAEI_CHECK(file_exists(dir + "/inverter.json"), "{}: not an inverter folder (inverter.json missing)", dir);
+  const json j = json::parse(read_file(dir + "/inverter.json"), nullptr, false);
+  DAEI_CHECK(!j.is_discarded() && j.value("schema", "") == "daei.inverter.v1", "{}/inverter.json: not a daei inverter",
+             dir);
+  InverterConfig c;
+  c.dim = j.at("dim").get<int64_t>();
+  c.repeat = j.at("num_repeat_tokens").get<int64_t>();
+  c.t5 = T5Config::from_file(dir + "/config.json");
+  auto inv = std::make_shared<InverterImpl>(c);
+  inv->t5->load_weights(dir + "/model.safetensors");
+  TensorMap proj;
+  for (const auto& [k, v] : load_safetensors(dir + "/embedding_transform.safetensors"))
+    proj["net." + k.substr(std::string("embedding_transform.").size())] = v;
+  load_module_state(*inv->embedding_transform, proj, dir + "/embedding_transform.safetensors");
+  inv->eval();
+  return inv;
+}
+
+}  // namespace daei

@@ -1,0 +1,277 @@
+#include "model/text/tokenizer_wordpiece.h"
+
+#include "core/utf8.h"
+#include "model/text/unicode_classes.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "core/error.h"
+#include "model/text/token_batch.h"
+
+namespace daei {
+namespace {
+
+struct CpMap {
+  uint32_t cp;
+  uint32_t to[4];
+};
+
+#include "model/text/unicode_tables.inc"
+
+template <size_t N>
+const CpMap* find_map(const CpMap (&m)[N], char32_t c) {
+  auto it = std::lower_bound(std::begin(m), std::end(m), static_cast<uint32_t>(c),
+                             [](const CpMap& x, uint32_t v) { return x.cp < v; });
+  return it != std::end(m) && it->cp == c ? it : nullptr;
+}
+
+void append_map(std::u32string& out, const CpMap* m) {
+  for (uint32_t v : m->to)
+    if (v) out.push_back(static_cast<char32_t>(v));
+}
+
+bool is_whitespace(char32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || in_ranges(kSpaceZs, c); }
+bool is_control(char32_t c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  return in_ranges(kControlCcCf, c);
+}
+bool is_punctuation(char32_t c) {
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+  return in_ranges(kPunctP, c);
+}
+bool is_cjk(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+// Python str.split() with no argument.
+std::vector<std::u32string> split_ws(const std::u32string& s) {
+  std::vector<std::u32string> out;
+  std::u32string cur;
+  for (char32_t c : s) {
+    if (is_python_space(c)) {
+      if (!cur.empty()) out.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+// Python str.lower(): per-character mapping plus the final-sigma rule for U+03A3.
+std::u32string py_lower(const std::u32string& s) {
+  std::u32string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char32_t c = s[i];
+    if (c == 0x3A3) {
+      bool before = false, after = false;
+      for (size_t j = i; j-- > 0;) {
+        if (in_ranges(kCaseIgnorable, s[j])) continue;
+        before = in_ranges(kCased, s[j]);
+        break;
+      }
+      for (size_t j = i + 1; j < s.size(); ++j) {
+        if (in_ranges(kCaseIgnorable, s[j])) continue;
+        after = in_ranges(kCased, s[j]);
+        break;
+      }
+      out.push_back(before && !after ? 0x3C2 : 0x3C3);
+      continue;
+    }
+    if (const CpMap* m = find_map(kLower, c))
+      append_map(out, m);
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
+// Canonical decomposition followed by dropping Mn marks (BERT's _run_strip_accents).
+std::u32string strip_accents(const std::u32string& s) {
+  std::u32string nfd;
+  for (char32_t c : s) {
+    if (c >= 0xAC00 && c <= 0xD7A3) {  // Hangul syllable -> L V (T) jamo
+      const uint32_t si = c - 0xAC00;
+      nfd.push_back(0x1100 + si / (21 * 28));
+      nfd.push_back(0x1161 + (si % (21 * 28)) / 28);
+      if (si % 28) nfd.push_back(0x11A7 + si % 28);
+    } else if (const CpMap* m = find_map(kNfd, c)) {
+      append_map(nfd, m);
+    } else {
+      nfd.push_back(c);
+    }
+  }
+  std::u32string out;
+  for (char32_t c : nfd)
+    if (!in_ranges(kMarkMn, c)) out.push_back(c);
+  return out;
+}
+
+std::vector<std::u32string> split_on_punc(const std::u32string& s) {
+  std::vector<std::u32string> out;
+  bool start_new = true;
+  for (char32_t c : s) {
+    if (is_punctuation(c)) {
+      out.push_back(std::u32string(1, c));
+      start_new = true;
+    } else {
+      if (start_new) out.emplace_back();
+      start_new = false;
+      out.back().push_back(c);
+    }
+  }
+  return out;
+}
+
+// UTF-8 <-> code points. Invalid bytes are dropped (Python's decode(errors="ignore")), as BERT reads text.
+std::u32string utf8_to_u32(const std::string& s) { return decode_utf8(s, InvalidUtf8::kDrop); }
+
+std::string u32_to_utf8(const std::u32string& s) {
+  std::string out;
+  for (char32_t c : s) append_utf8(out, c);
+  return out;
+}
+
+}  // namespace
+
+bool is_python_space(char32_t c) { return in_ranges(kPySpace, c); }
+
+WordPieceTokenizer::WordPieceTokenizer(const std::string& path, bool lower, int max_chars) {
+  std::ifstream in(path);
+  DAEI_CHECK(in.good(), "{}: cannot read the WordPiece vocabulary", path);
+  std::vector<std::string> toks;
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    toks.push_back(line);
+  }
+  init(std::move(toks), lower, max_chars, path);
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_tokens(const std::vector<std::string>& tokens, bool lower,
+                                                   int max_chars) {
+  WordPieceTokenizer t;
+  t.init(tokens, lower, max_chars, "vocabulary");
+  return t;
+}
+
+void WordPieceTokenizer::init(std::vector<std::string> tokens, bool lower, int max_chars, const std::string& src) {
+  tokens_ = std::move(tokens);
+  lower_ = lower;
+  max_chars_ = max_chars;
+  for (size_t i = 0; i < tokens_.size(); ++i) vocab_.emplace(tokens_[i], static_cast<int64_t>(i));  // first wins
+  auto need = [&](const char* t) {
+    auto it = vocab_.find(t);
+    DAEI_CHECK(it != vocab_.end(), "{}: WordPiece vocabulary has no {} token", src, t);
+    return it->second;
+  };
+  pad_ = need("[PAD]");
+  unk_ = need("[UNK]");
+  cls_ = need("[CLS]");
+  sep_ = need("[SEP]");
+}
+
+std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
+  std::u32string clean;
+  for (char32_t c : utf8_to_u32(text)) {
+    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+    if (is_whitespace(c)) {
+      clean.push_back(' ');
+    } else if (is_cjk(c)) {
+      clean.push_back(' ');
+      clean.push_back(c);
+      clean.push_back(' ');
+    } else {
+      clean.push_back(c);
+    }
+  }
+  std::u32string joined;
+  for (auto& tok : split_ws(clean)) {
+    if (lower_) tok = strip_accents(py_lower(tok));
+    for (auto& piece : split_on_punc(tok)) {
+      joined += piece;
+      joined.push_back(' ');
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& t : split_ws(joined)) out.push_back(u32_to_utf8(t));
+  return out;
+}
+
+std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
+  std::vector<std::string> out;
+  for (const auto& word : basic_tokenize(text)) {
+    const std::u32string chars = utf8_to_u32(word);
+    if (static_cast<int>(chars.size()) > max_chars_) {
+      out.push_back("[UNK]");
+      continue;
+    }
+    std::vector<std::string> subs;
+    size_t start = 0;
+    bool bad = false;
+    while (start < chars.size()) {
+      size_t end = chars.size();
+      std::string cur;
+      bool found = false;
+      while (start < end) {
+        std::string sub = u32_to_utf8(chars.substr(start, end - start));
+        if (start > 0) sub = "##" + sub;
+        if (vocab_.count(sub)) {
+          cur = std::move(sub);
+          found = true;
+          break;
+        }
+        --end;
+      }
+      if (!found) {
+        bad = true;
+        break;
+      }
+      subs.push_back(std::move(cur));
+      start = end;
+    }
+    if (bad)
+      out.push_back("[UNK]");
+    else
+      out.insert(out.end(), subs.begin(), subs.end());
+  }
+  return out;
+}
+
+int64_t WordPieceTokenizer::id(const std::string& token) const {
+  auto it = vocab_.find(token);
+  return it == vocab_.end() ? unk_ : it->second;
+}
+
+std::vector<int64_t> WordPieceTokenizer::tokens_to_ids(const std::vector<std::string>& tokens) const {
+  std::vector<int64_t> out;
+  out.reserve(tokens.size());
+  for (const auto& t : tokens) out.push_back(id(t));
+  return out;
+}
+
+std::vector<int64_t> WordPieceTokenizer::encode(const std::string& text, int64_t max_len) const {
+  DAEI_CHECK(max_len >= 2, "wordpiece: max_len {} leaves no room for [CLS] and [SEP]", max_len);
+  auto pieces = tokens_to_ids(tokenize(text));
+  if (static_cast<int64_t>(pieces.size()) > max_len - 2) pieces.resize(max_len - 2);
+  std::vector<int64_t> out;
+  out.reserve(pieces.size() + 2);
+  out.push_back(cls_);
+  out.insert(out.end(), pieces.begin(), pieces.end());
+  out.push_back(sep_);
+  return out;
+}
+
+WordPieceTokenizer::Batch WordPieceTokenizer::encode_batch(const std::vector<std::string>& texts, int64_t max_len,
+                                                           bool pad_to_max) const {
+  std::vector<std::vector<int64_t>> rows;
+  for (const auto& t : texts) rows.push_back(encode(t, max_len));
+  auto b = pad_token_rows(rows, pad_, pad_to_max ? max_len : 0);
+  return {b.input_ids, b.attention_mask, torch::zeros_like(b.input_ids)};
+}
+
+}  // namespace daei

@@ -1,0 +1,65 @@
+#include "stages/loop/data_source.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "data/run_layout.h"
+#include "model/release/embedder.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "data/cache.h"
+
+namespace daei {
+
+EvalSplit synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t seed, const std::string& split) {
+  // The same low-rank basis for every split; rows and noise differ per split.
+  auto gb = at::make_generator<at::CPUGeneratorImpl>(splitmix64(seed ^ 0xBA515ULL));
+  const int64_t rank = std::max<int64_t>(2, dim / 4);
+  auto basis = torch::randn({rank, dim}, gb);
+  auto scale = torch::exp(-torch::arange(rank, torch::kFloat32) / (rank / 3.0)).unsqueeze(1);
+  auto g = at::make_generator<at::CPUGeneratorImpl>(hash_key(fmt::format("synthetic/{}/{}", seed, split)));
+  auto coef = torch::randn({rows, rank}, g);
+  auto mean = torch::randn({dim}, gb) * 0.5;
+  auto clean = torch::matmul(coef, basis * scale) + mean;
+  clean = clean / clean.norm(2, 1, true);
+  EvalSplit out;
+  out.name = split;
+  out.clean = clean;
+  out.noisy = clean + sigma * torch::randn({rows, dim}, g);
+  out.sigma = sigma;
+  return out;
+}
+
+namespace {
+bool synthetic(const Config& cfg) { return cfg.integer("train.synthetic_rows") > 0; }
+}  // namespace
+
+EvalSplit synthetic_from_config(const Config& cfg, const std::string& split) {
+  const int64_t n = cfg.integer("train.synthetic_rows");
+  return synthetic_split(split == "train" ? n : std::max<int64_t>(64, n / 8), cfg.integer("train.synthetic_dim"),
+                         cfg.real("train.synthetic_sigma"), static_cast<uint64_t>(cfg.integer("run.seed")), split);
+}
+
+std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
+                                                     const std::string& split) {
+  if (synthetic(cfg)) {
+    LOG_WARN("[data] train.synthetic_rows = {}: the {} split is seeded synthetic rows, not the cache; what is trained "
+             "on them measures no embedder", cfg.integer("train.synthetic_rows"), split);
+    auto s = synthetic_from_config(cfg, split);
+    return std::make_shared<InMemoryDataset>(s.noisy, std::vector<std::string>{}, s.sigma);
+  }
+  const RunLayout layout(run_dir);
+  const std::string dir = layout.cache(split);
+  DAEI_CHECK(layout.cache_complete(split),
+             "{}: no complete cache (manifest.json missing); run `daei cache build --split {}` first", dir, split);
+  CacheExpect expect;
+  expect.sigma = release_sigma(cfg, layout.sigma_estimate());  // embedder.sigma, or the run's σ̂ for a remote release
+  CacheReadOptions read;
+  read.buffer_bytes = cfg.integer("cache.read_buffer_mb") << 20;
+  return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect, read));
+}
+
+}  // namespace daei

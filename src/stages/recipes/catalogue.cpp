@@ -1,0 +1,105 @@
+// The stage catalogue (what and why: catalogue.h).
+#include "stages/recipes/catalogue.h"
+
+#include "core/config.h"
+
+namespace daei {
+
+const std::vector<CorrectorChain>& corrector_chains() {
+  static const std::vector<CorrectorChain> c{
+      {"4", "stage4", "daei", "stage3", "stage3", "hyp-train"},
+      {"dae-corrector", "dae-corrector", "dae-corrected", "stage2", "stage1", "hyp-train-dae"},
+      {"noisy-corrector", "noisy-corrector", "noisy-vec2text", "noisy-inverter", "", "hyp-train-noisy"},
+      // dae-corrected at daei's inverter steps (stage 2 + stage 3's): with stage4.continued_corrector.
+      {"dae-continued-corrector", "dae-continued-corrector", "dae-corrected-continued", "stage2-continued", "stage1",
+       "hyp-train-dae-continued", false, true},
+      {"clean-corrector", "clean-corrector", "clean-to-clean-corrected", "clean-inverter", "", "hyp-train-clean", true},
+  };
+  return c;
+}
+
+std::string CorrectorChain::hyp_val_split() const { return "hyp-val" + hyp_split.substr(std::string("hyp-train").size()); }
+
+const CorrectorChain* find_corrector_chain(const std::string& name) {
+  for (const auto& c : corrector_chains())
+    if (c.stage == name || c.folder == name || c.system == name) return &c;
+  return nullptr;
+}
+
+namespace {
+
+StageSpec corrector_spec(const CorrectorChain& c) {
+  StageSpec s;
+  s.name = c.stage;
+  s.folder = c.folder;
+  s.budget = "stage4";  // every corrector shares stage 4's budget
+  s.needs = {c.inverter_stage};
+  if (!c.dae_stage.empty() && c.dae_stage != c.inverter_stage) s.needs.push_back(c.dae_stage);
+  s.title = "corrector of " + c.system;
+  s.inputs = (c.dae_stage.empty() ? std::string("no DAE") : c.dae_stage + "/final/dae") + ", cache/" + c.hyp_split +
+             ", warm start from " + c.inverter_stage + "/final/inverter";
+  if (c.reference) s.when = {"reference.enabled", "reference.corrector"};
+  if (c.control) s.when = {"stage3.control", "stage4.continued_corrector"};
+  s.t5 = s.pretrain_fed = s.seeded = true;
+  s.chain = &c;
+  return s;
+}
+
+std::vector<StageSpec> build_catalogue() {
+  // name, folder, budget, needs, title, inputs, when
+  std::vector<StageSpec> v{
+      {"1", "stage1", "stage1", {}, "stage 1 (SURE DAE)", "cache/train (noisy)", {}},
+      {"pretrain", "pretrain", "pretrain", {}, "pretrain (T5 span corruption, texts only)", "cache/train (texts only)",
+       {"pretrain.enabled"}},
+      {"2", "stage2", "stage2", {"stage1"}, "stage 2 (inverter on DAE(y))", "stage1/final/dae, cache/train (noisy)", {}},
+      {"noisy-inverter", "noisy-inverter", "stage2", {}, "baseline noisy-inverter", "cache/train (noisy)", {}},
+      {"wiener-inverter", "wiener-inverter", "stage2", {}, "baseline wiener-inverter",
+       "cache/train (noisy; the noisy-only Wiener filter)", {"stage2.wiener_inverter"}},
+      {"clean-inverter", "clean-inverter", "stage2", {}, "reference clean-inverter",
+       "cache/train/clean (offline_eval_only; reference.enabled)", {"reference.enabled"}},
+      {"3", "stage3", "stage3", {"stage1", "stage2"}, "stage 3 (joint, PCGrad)",
+       "stage1/final/dae, stage2/final/inverter", {}},
+      {"stage2-continued", "stage2-continued", "stage3", {"stage1", "stage2"}, "control: stage 2 for stage 3's steps",
+       "stage1/final/dae, stage2/final/inverter (no gradient into the DAE)", {"stage3.control"}},
+  };
+  for (auto& s : v) {
+    s.t5 = s.folder != "stage1";
+    s.fresh_inverter = s.name == "2" || s.budget == "stage2";  // stage 2 and the baselines that share its budget
+    s.pretrain_fed = s.t5;
+    s.seeded = s.folder != "pretrain";
+  }
+  for (const auto& c : corrector_chains()) v.push_back(corrector_spec(c));
+  StageSpec lm{"lm", "lm", "lm", {}, "generator LM of zsinvert (texts only)", "cache/train (texts only)",
+               {"zsinvert.enabled"}};
+  lm.t5 = true;  // the inverters' shape, its own start (zsinvert's generator)
+  v.push_back(lm);
+  StageSpec embedder{"embedder", "embedder", "embedder_train", {"pretrain"},
+                     "contextual embedder (SimCSE, the defender's model)", "pretrain/final/t5, cache/train (texts only)",
+                     {}};
+  embedder.in_pipeline = false;  // launch/contextual_embedder.sh: the defender's model, not a step of the attack
+  embedder.t5 = embedder.pretrain_fed = true;
+  v.push_back(embedder);
+  return v;
+}
+
+}  // namespace
+
+const std::vector<StageSpec>& stage_catalogue() {
+  static const std::vector<StageSpec> c = build_catalogue();
+  return c;
+}
+
+const StageSpec* find_stage(const std::string& name) {
+  for (const auto& s : stage_catalogue())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+bool runs_in_pipeline(const StageSpec& s, const Config& cfg) {
+  if (!s.in_pipeline) return false;
+  for (const auto& flag : s.when)
+    if (!cfg.flag(flag)) return false;
+  return true;
+}
+
+}  // namespace daei
