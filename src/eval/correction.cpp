@@ -108,12 +108,9 @@ struct TextState {
   int64_t queries = 0;
 };
 
-}  // namespace
 
-CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
-                                const std::vector<std::string>& text_ids, const QueryFn& query,
-                                const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tok,
-                                const CorrectionOptions& opt, Communicator* comm_in) {
+void check_correction_inputs(const at::Tensor& y, const std::vector<std::string>& initial,
+                             const std::vector<std::string>& text_ids, const CorrectionOptions& opt) {
   const int64_t B = static_cast<int64_t>(initial.size());
   DAEI_CHECK(y.dim() == 2 && y.size(0) == B, "correction: y must be ({}, d), got ({})", B,
              fmt::format("{}", fmt::join(y.sizes(), ", ")));
@@ -122,33 +119,50 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     std::unordered_set<std::string> ids(text_ids.begin(), text_ids.end());
     DAEI_CHECK(static_cast<int64_t>(ids.size()) == B, "correction: text ids must be distinct (they key the noise)");
   }
-  const int64_t beam = opt.decoding.num_beams;  // s
-  DAEI_CHECK(beam >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 && opt.gen_batch > 0 &&
-                 opt.queries_per_candidate >= 1 && opt.text_block >= 0,
+  DAEI_CHECK(opt.decoding.num_beams >= 1 && opt.max_steps >= 0 && opt.max_length >= 2 && opt.embed_chunk > 0 &&
+                 opt.gen_batch > 0 && opt.queries_per_candidate >= 1 && opt.text_block >= 0,
              "correction: beam >= 1, max_steps >= 0, max_length >= 2, embed_chunk > 0, gen_batch > 0, "
              "queries_per_candidate >= 1 and text_block >= 0 required");
-  LocalCommunicator local;
-  Communicator& comm = comm_in ? *comm_in : local;
-  torch::NoGradGuard ng;
-  const bool was_training = corrector.is_training();
-  corrector.eval();
-  const auto dev = corrector.t5->shared->weight.device();
-  CorrectionResult res;
-  res.queries_per_text.assign(B, 0);
-  if (B == 0) return res;
+}
 
-  const int64_t block = opt.text_block > 0 ? opt.text_block : std::max<int64_t>(1, opt.gen_batch / beam);
-  const ItemRange mine = block_share(B, block, comm);
-  const std::vector<ItemRange> blocks = blocks_of(mine, block);
-  // ẽ = DAE(y) (B, d), this rank's rows only, a block at a time.
-  at::Tensor target = torch::zeros({B, y.size(1)}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-  for (const auto& bl : blocks)
-    target.slice(0, bl.begin, bl.end)
-        .copy_(denoise_chunked(denoise, y.slice(0, bl.begin, bl.end).to(dev, torch::kFloat32), opt.embed_chunk));
-  std::vector<TextState> st(B);  // this rank's texts are filled in
+// One correction run (run_correction): this rank's texts, a block at a time, and what it has seen of each.
+struct CorrectionRun {
+  CorrectionRun(const at::Tensor& y, const std::vector<std::string>& text_ids_, const QueryFn& query_,
+                const DenoiseFn& denoise_, CorrectorImpl& corrector_, const SpmTokenizer& tok_,
+                const CorrectionOptions& opt_, Communicator& comm_)
+      : text_ids(text_ids_), query(query_), denoise(denoise_), corrector(corrector_), tok(tok_), opt(opt_),
+        comm(comm_), dev(corrector.t5->shared->weight.device()), B(static_cast<int64_t>(text_ids.size())),
+        beam(opt.decoding.num_beams) {
+    const int64_t block = opt.text_block > 0 ? opt.text_block : std::max<int64_t>(1, opt.gen_batch / beam);
+    mine = block_share(B, block, comm);
+    blocks = blocks_of(mine, block);
+    // ẽ = DAE(y) (B, d), this rank's rows only, a block at a time.
+    target = torch::zeros({B, y.size(1)}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+    for (const auto& bl : blocks)
+      target.slice(0, bl.begin, bl.end)
+          .copy_(denoise_chunked(denoise, y.slice(0, bl.begin, bl.end).to(dev, torch::kFloat32), opt.embed_chunk));
+    st.resize(B);
+  }
+
+  const std::vector<std::string>& text_ids;
+  const QueryFn& query;
+  const DenoiseFn& denoise;
+  CorrectorImpl& corrector;
+  const SpmTokenizer& tok;
+  const CorrectionOptions& opt;
+  Communicator& comm;
+  const torch::Device dev;
+  const int64_t B, beam;  // beam: s, the sequences kept per text
+  ItemRange mine;
+  std::vector<ItemRange> blocks;
+  at::Tensor target;
+  std::vector<TextState> st;  // this rank's texts are filled in
+  // Each round's answers and cumulative queries, this rank's texts (gathered at the end).
+  std::vector<std::vector<std::string>> round_texts;
+  std::vector<std::vector<int64_t>> round_queries;
 
   // Queries the new (input, text) pairs of a round, in chunks; records embeddings and scores.
-  auto query_new = [&](const std::vector<std::pair<int64_t, std::string>>& todo, int64_t round) {
+  void query_new(const std::vector<std::pair<int64_t, std::string>>& todo, int64_t round) {
     std::vector<std::string> texts, keys;
     std::unordered_map<int64_t, int64_t> next_index;
     for (const auto& [b, t] : todo) {
@@ -171,18 +185,17 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
         st[b].queries += opt.queries_per_candidate;
       }
     }
-  };
+  }
+
   // The batch mean of every text's score this round: gathered in text order and summed in that order, so the mean,
   // and the stopping rule that reads it, are the same on every rank and every world size.
-  auto mean_of = [&](const std::vector<double>& mine_scores) {
+  double mean_of(const std::vector<double>& mine_scores) {
     double mean = 0;
     for (double c : gather_in_order(comm, mine_scores)) mean += c;
     return mean / B;
-  };
-  // Each round's answers and cumulative queries, this rank's texts (gathered at the end).
-  std::vector<std::vector<std::string>> round_texts;
-  std::vector<std::vector<int64_t>> round_queries;
-  auto record_round = [&] {
+  }
+
+  void record_round() {
     std::vector<std::string> texts;
     std::vector<int64_t> queries;
     for (int64_t b = mine.begin; b < mine.end; ++b) {
@@ -191,10 +204,10 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
     }
     round_texts.push_back(std::move(texts));
     round_queries.push_back(std::move(queries));
-  };
+  }
 
-  // Round 0: the inverter's hypotheses.
-  {
+  // Round 0: the inverter's hypotheses. Returns the batch mean of their scores.
+  double first_round(const std::vector<std::string>& initial) {
     std::vector<double> scores;
     for (const auto& bl : blocks) {
       std::vector<std::pair<int64_t, std::string>> todo;
@@ -207,90 +220,127 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
       st[b].best_cos = st[b].seen.at(initial[b]).cos;
       scores.push_back(st[b].best_cos);
     }
-    res.round_mean_cos.push_back(mean_of(scores));
+    return mean_of(scores);
   }
-  record_round();
 
-  GenerateOptions g = opt.decoding;
-  g.max_length = opt.max_length;
-  g.num_return_sequences = beam;
-  for (int64_t round = 1; round <= opt.max_steps; ++round) {
-    std::vector<double> scores;  // each of this rank's texts' best score this round
-    for (const auto& bl : blocks) {
-      // 1. The corrector on every kept sequence of every text of the block, gen_batch rows at a time.
-      std::vector<std::pair<int64_t, std::string>> rows;  // (input, kept sequence)
-      for (int64_t b = bl.begin; b < bl.end; ++b)
-        for (const auto& t : st[b].beams) rows.emplace_back(b, t);
-      std::vector<std::vector<std::string>> cands(B);  // candidates per input, in generation order
-      for (size_t c = 0; c < rows.size(); c += opt.gen_batch) {
-        const size_t e = std::min(rows.size(), c + opt.gen_batch);
-        std::vector<int64_t> idx;
-        std::vector<std::string> hyp_texts;
-        std::vector<at::Tensor> hyp_e;
-        for (size_t i = c; i < e; ++i) {
-          idx.push_back(rows[i].first);
-          hyp_texts.push_back(rows[i].second);
-          hyp_e.push_back(st[rows[i].first].seen.at(rows[i].second).e);
-        }
-        auto ids = tok.encode_batch(hyp_texts, opt.max_length).input_ids;
-        auto out = corrector.generate(target.index_select(0, torch::tensor(idx, torch::kLong).to(dev)),
-                                      torch::stack(hyp_e), ids, g);
-        auto texts = tok.decode_batch(out.sequences.cpu());
-        for (size_t i = 0; i < texts.size(); ++i) cands[idx[i / beam]].push_back(std::move(texts[i]));
+  // The corrector on every kept sequence of every text of a block, gen_batch rows at a time: the candidates of
+  // each input, in generation order.
+  std::vector<std::vector<std::string>> propose(const ItemRange& bl, const GenerateOptions& g) {
+    std::vector<std::pair<int64_t, std::string>> rows;  // (input, kept sequence)
+    for (int64_t b = bl.begin; b < bl.end; ++b)
+      for (const auto& t : st[b].beams) rows.emplace_back(b, t);
+    std::vector<std::vector<std::string>> cands(B);
+    for (size_t c = 0; c < rows.size(); c += opt.gen_batch) {
+      const size_t e = std::min(rows.size(), c + opt.gen_batch);
+      std::vector<int64_t> idx;
+      std::vector<std::string> hyp_texts;
+      std::vector<at::Tensor> hyp_e;
+      for (size_t i = c; i < e; ++i) {
+        idx.push_back(rows[i].first);
+        hyp_texts.push_back(rows[i].second);
+        hyp_e.push_back(st[rows[i].first].seen.at(rows[i].second).e);
       }
-      // 2. Each candidate text not yet seen for its input is queried once.
-      std::vector<std::pair<int64_t, std::string>> todo;
-      for (int64_t b = bl.begin; b < bl.end; ++b) {
-        std::unordered_set<std::string> fresh;
-        for (const auto& t : cands[b])
-          if (!st[b].seen.count(t) && fresh.insert(t).second) todo.emplace_back(b, t);
-      }
-      query_new(todo, round);
-      // 3. Keep the s best distinct candidates; the best of this round feeds the stopping rule.
-      for (int64_t b = bl.begin; b < bl.end; ++b) {
-        std::vector<double> cand_scores;
-        for (const auto& t : cands[b]) cand_scores.push_back(st[b].seen.at(t).cos);
-        auto keep = top_distinct(cands[b], cand_scores, beam);
-        DAEI_ASSERT(!keep.empty(), "correction: no candidate for text {}", b);
-        st[b].beams.clear();
-        for (int64_t i : keep) st[b].beams.push_back(cands[b][i]);
-        const double best = cand_scores[keep[0]];
-        scores.push_back(best);
-        if (best > st[b].best_cos) {
-          st[b].best_cos = best;
-          st[b].best_text = cands[b][keep[0]];
-        }
+      auto ids = tok.encode_batch(hyp_texts, opt.max_length).input_ids;
+      auto out = corrector.generate(target.index_select(0, torch::tensor(idx, torch::kLong).to(dev)),
+                                    torch::stack(hyp_e), ids, g);
+      auto texts = tok.decode_batch(out.sequences.cpu());
+      for (size_t i = 0; i < texts.size(); ++i) cands[idx[i / beam]].push_back(std::move(texts[i]));
+    }
+    return cands;
+  }
+
+  // One round on a block: 1. the corrector's candidates; 2. each candidate text not yet seen for its input queried
+  // once; 3. the s best distinct candidates kept. Each text's best score of the round goes to `scores`.
+  void correct_block(const ItemRange& bl, int64_t round, const GenerateOptions& g, std::vector<double>& scores) {
+    const std::vector<std::vector<std::string>> cands = propose(bl, g);
+    std::vector<std::pair<int64_t, std::string>> todo;
+    for (int64_t b = bl.begin; b < bl.end; ++b) {
+      std::unordered_set<std::string> fresh;
+      for (const auto& t : cands[b])
+        if (!st[b].seen.count(t) && fresh.insert(t).second) todo.emplace_back(b, t);
+    }
+    query_new(todo, round);
+    for (int64_t b = bl.begin; b < bl.end; ++b) {
+      std::vector<double> cand_scores;
+      for (const auto& t : cands[b]) cand_scores.push_back(st[b].seen.at(t).cos);
+      auto keep = top_distinct(cands[b], cand_scores, beam);
+      DAEI_ASSERT(!keep.empty(), "correction: no candidate for text {}", b);
+      st[b].beams.clear();
+      for (int64_t i : keep) st[b].beams.push_back(cands[b][i]);
+      const double best = cand_scores[keep[0]];
+      scores.push_back(best);
+      if (best > st[b].best_cos) {
+        st[b].best_cos = best;
+        st[b].best_text = cands[b][keep[0]];
       }
     }
-    const double mean = mean_of(scores);
-    const double prev = res.round_mean_cos.back();
-    res.round_mean_cos.push_back(mean);
-    res.steps = round;
-    record_round();
+  }
+
+  // The queries of every text so far, summed over the ranks.
+  int64_t total_queries() {
     int64_t q = 0;
     for (int64_t b = mine.begin; b < mine.end; ++b) q += st[b].queries;
     if (comm.size() > 1) q = comm.allreduce(q, ReduceOp::Sum);
+    return q;
+  }
+
+  // Every text's answer and every round's, in text order, on every rank.
+  void gather_into(CorrectionResult& res) {
+    std::vector<std::string> best_text;
+    std::vector<double> best_cos;
+    std::vector<int64_t> queries;
+    for (int64_t b = mine.begin; b < mine.end; ++b) {
+      best_text.push_back(st[b].best_text);
+      best_cos.push_back(st[b].best_cos);
+      queries.push_back(st[b].queries);
+    }
+    res.best_text = gather_in_order(comm, best_text);
+    res.best_cos = gather_in_order(comm, best_cos);
+    res.queries_per_text = gather_in_order(comm, queries);
+    for (size_t t = 0; t < round_texts.size(); ++t) {
+      res.round_best_text.push_back(gather_in_order(comm, round_texts[t]));
+      res.round_queries.push_back(gather_in_order(comm, round_queries[t]));
+    }
+  }
+};
+
+}  // namespace
+
+CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
+                                const std::vector<std::string>& text_ids, const QueryFn& query,
+                                const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tok,
+                                const CorrectionOptions& opt, Communicator* comm_in) {
+  check_correction_inputs(y, initial, text_ids, opt);
+  const int64_t B = static_cast<int64_t>(initial.size());
+  LocalCommunicator local;
+  Communicator& comm = comm_in ? *comm_in : local;
+  torch::NoGradGuard ng;
+  const bool was_training = corrector.is_training();
+  corrector.eval();
+  CorrectionResult res;
+  res.queries_per_text.assign(B, 0);
+  if (B == 0) return res;
+
+  CorrectionRun run(y, text_ids, query, denoise, corrector, tok, opt, comm);
+  res.round_mean_cos.push_back(run.first_round(initial));
+  run.record_round();
+  GenerateOptions g = opt.decoding;
+  g.max_length = opt.max_length;
+  g.num_return_sequences = run.beam;
+  for (int64_t round = 1; round <= opt.max_steps; ++round) {
+    std::vector<double> scores;  // each of this rank's texts' best score this round
+    for (const auto& bl : run.blocks) run.correct_block(bl, round, g, scores);
+    const double mean = run.mean_of(scores);
+    const double prev = res.round_mean_cos.back();
+    res.round_mean_cos.push_back(mean);
+    res.steps = round;
+    run.record_round();
+    const int64_t q = run.total_queries();
     LOG_INFO("[correct] round {}/{}: mean best cos {:.5f} (gain {:+.5f}), {:.2f} queries a text so far", round,
              opt.max_steps, mean, mean - prev, double(q) / B);
     if (correction_should_stop(prev, mean, round, opt)) break;
   }
-
-  // Every text's answer, in text order, on every rank.
-  std::vector<std::string> best_text;
-  std::vector<double> best_cos;
-  std::vector<int64_t> queries;
-  for (int64_t b = mine.begin; b < mine.end; ++b) {
-    best_text.push_back(st[b].best_text);
-    best_cos.push_back(st[b].best_cos);
-    queries.push_back(st[b].queries);
-  }
-  res.best_text = gather_in_order(comm, best_text);
-  res.best_cos = gather_in_order(comm, best_cos);
-  res.queries_per_text = gather_in_order(comm, queries);
-  for (size_t t = 0; t < round_texts.size(); ++t) {
-    res.round_best_text.push_back(gather_in_order(comm, round_texts[t]));
-    res.round_queries.push_back(gather_in_order(comm, round_queries[t]));
-  }
+  run.gather_into(res);
   if (was_training) corrector.train();
   return res;
 }
