@@ -124,11 +124,9 @@ at::Tensor shield_chunked(const DenoiseFn& shield, const at::Tensor& x, int64_t 
   return parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
 }
 
-}  // namespace
 
-ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>& text_ids, const QueryFn& query,
-                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt,
-                            Communicator* comm_in) {
+void check_zsinvert_inputs(const at::Tensor& y, const std::vector<std::string>& text_ids, const ZsGenerator& lm,
+                           const ZsInvertOptions& opt) {
   const int64_t B = static_cast<int64_t>(text_ids.size());
   DAEI_CHECK(y.dim() == 2 && y.size(0) == B, "zsinvert: y must be ({}, d), got ({})", B,
              fmt::format("{}", fmt::join(y.sizes(), ", ")));
@@ -141,6 +139,172 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
              "zsinvert: beam, top_k, max_steps, embed_chunk, lm_batch, text_batch >= 1 and repetition_penalty > 0 "
              "required");
   DAEI_CHECK(lm.next && lm.decode, "zsinvert: no generator");
+}
+
+// One step's candidates, per text of the group, in (beam, rank) order.
+struct Candidates {
+  std::vector<std::vector<std::vector<int64_t>>> ids;
+  std::vector<std::vector<double>> logp;         // the LM's log-probability of each (0 at naturalness 0)
+  std::vector<std::vector<std::string>> text;    // decoded
+  std::vector<std::vector<double>> cos;          // the black box's answer against the target
+};
+
+// The search for one group of texts (text_batch of them): their beams and best texts, a step at a time.
+struct GroupSearch {
+  GroupSearch(const at::Tensor& y, const ItemRange& group, const std::vector<std::string>& text_ids_,
+              const QueryFn& query_, const DenoiseFn& shield_, const ZsGenerator& lm_, const ZsInvertOptions& opt_)
+      : text_ids(text_ids_), query(query_), shield(shield_), lm(lm_), opt(opt_), g0(group.begin), G(group.size()),
+        target(shield_chunked(shield, y.narrow(0, g0, G).to(torch::kFloat32), opt.embed_chunk)), st(G) {}
+
+  const std::vector<std::string>& text_ids;
+  const QueryFn& query;
+  const DenoiseFn& shield;
+  const ZsGenerator& lm;
+  const ZsInvertOptions& opt;
+  const int64_t g0, G;
+  const at::Tensor target;  // the shielded release of each text of the group
+  std::vector<TextSearch> st;
+
+  // A stage's beams start empty; its encoder texts: stage A (0) the empty text, stage B the best text so far.
+  std::vector<std::string> start_stage(int64_t stage) {
+    std::vector<std::string> enc_text(G);
+    for (int64_t g = 0; g < G; ++g) {
+      st[g].beams = {Beam{}};
+      if (stage == 1) enc_text[g] = st[g].best_text;
+    }
+    return enc_text;
+  }
+
+  // One step of every text of the group: proposals, queries, the beams kept.
+  void run_step(const std::vector<std::string>& enc_text, char stage_name, int64_t step) {
+    Candidates cands = propose(enc_text);
+    score(cands, stage_name, step);
+    keep_best(cands);
+  }
+
+  // 1. The LM on every kept prefix: top-k proposals (penalised, no EOS or pad), lm_batch prefixes a call.
+  Candidates propose(const std::vector<std::string>& enc_text) const {
+    std::vector<std::pair<int64_t, int64_t>> rows;  // (text in group, beam)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t b = 0; b < static_cast<int64_t>(st[g].beams.size()); ++b) rows.emplace_back(g, b);
+    Candidates cands;
+    cands.ids.resize(G);
+    cands.logp.resize(G);
+    for (size_t c = 0; c < rows.size(); c += static_cast<size_t>(opt.lm_batch)) {
+      const size_t e = std::min(rows.size(), c + static_cast<size_t>(opt.lm_batch));
+      propose_rows(std::vector<std::pair<int64_t, int64_t>>(rows.begin() + c, rows.begin() + e), enc_text, cands);
+    }
+    return cands;
+  }
+
+  // One call of the LM on these (text in group, beam) rows: their top-k continuations appended to cands.
+  void propose_rows(const std::vector<std::pair<int64_t, int64_t>>& rows, const std::vector<std::string>& enc_text,
+                    Candidates& cands) const {
+    std::vector<std::vector<int64_t>> prefixes;
+    std::vector<std::string> enc;
+    for (const auto& [g, b] : rows) {
+      prefixes.push_back(st[g].beams[b].ids);
+      enc.push_back(enc_text[g]);
+    }
+    at::Tensor scores = lm.next(prefixes, enc).to(torch::kCPU, torch::kFloat32).contiguous();
+    DAEI_CHECK(scores.dim() == 2 && scores.size(0) == static_cast<int64_t>(prefixes.size()),
+               "zsinvert: the generator returned ({}) for {} prefixes",
+               fmt::format("{}", fmt::join(scores.sizes(), ", ")), prefixes.size());
+    const int64_t V = scores.size(1);
+    const at::Tensor raw = opt.naturalness != 0 ? scores.clone() : at::Tensor();
+    apply_repetition_penalty(scores, prefixes, opt.repetition_penalty);
+    for (int64_t t : {lm.eos_id, lm.pad_id})
+      if (t >= 0 && t < V) scores.select(1, t).fill_(-std::numeric_limits<float>::infinity());
+    const int64_t k = std::min(opt.top_k, V - 2);
+    DAEI_CHECK(k >= 1, "zsinvert: a vocabulary of {} tokens has nothing to propose besides EOS and pad", V);
+    auto top = std::get<1>(scores.topk(k, 1, true, true)).contiguous();  // sorted: ties keep a fixed order
+    auto a = top.accessor<int64_t, 2>();
+    const float* praw = raw.defined() ? raw.data_ptr<float>() : nullptr;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Beam& from = st[rows[i].first].beams[rows[i].second];
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t tok = a[static_cast<int64_t>(i)][j];
+        std::vector<int64_t> ids(from.ids);
+        ids.push_back(tok);
+        cands.ids[rows[i].first].push_back(std::move(ids));
+        cands.logp[rows[i].first].push_back(praw ? from.logp + double(praw[static_cast<int64_t>(i) * V + tok]) : 0.0);
+      }
+    }
+  }
+
+  // 2. Every candidate is one query (fresh noise key), embed_chunk texts a call; only scores are kept.
+  void score(Candidates& cands, char stage_name, int64_t step) {
+    cands.text.resize(G);
+    cands.cos.resize(G);
+    std::vector<std::string> texts, keys;
+    std::vector<std::pair<int64_t, int64_t>> owner;  // (text in group, candidate)
+    auto flush = [&] {
+      if (texts.empty()) return;
+      at::Tensor e = shield_chunked(shield, query_chunked(query, texts, keys, opt.embed_chunk), opt.embed_chunk);
+      std::vector<int64_t> sel;
+      for (const auto& o : owner) sel.push_back(o.first);
+      auto tgt = target.index_select(0, torch::tensor(sel, torch::kLong));
+      auto cos = torch::cosine_similarity(tgt, e, 1, 1e-8).to(torch::kDouble).contiguous();
+      const double* pc = cos.data_ptr<double>();
+      for (size_t i = 0; i < owner.size(); ++i) cands.cos[owner[i].first][owner[i].second] = pc[i];
+      texts.clear();
+      keys.clear();
+      owner.clear();
+    };
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t nc = static_cast<int64_t>(cands.ids[g].size());
+      cands.cos[g].assign(nc, -2.0);
+      for (int64_t j = 0; j < nc; ++j) {
+        cands.text[g].push_back(lm.decode(cands.ids[g][j]));
+        texts.push_back(cands.text[g].back());
+        keys.push_back(zsinvert_query_key(text_ids[g0 + g], stage_name, step, j));
+        owner.emplace_back(g, j);
+        if (static_cast<int64_t>(texts.size()) >= opt.embed_chunk) flush();
+      }
+      st[g].queries += nc;
+    }
+    flush();
+  }
+
+  // 3. Keep the beam best distinct texts by their score (the cosine alone at naturalness 0); remember the best seen.
+  void keep_best(const Candidates& cands) {
+    for (int64_t g = 0; g < G; ++g) {
+      if (cands.text[g].empty()) continue;
+      std::vector<double> score(cands.cos[g]);
+      for (size_t j = 0; j < score.size(); ++j)
+        score[j] += naturalness_term(opt.naturalness, cands.logp[g][j], cands.ids[g][j].size());
+      auto keep = top_distinct(cands.text[g], score, opt.beam);
+      std::vector<Beam> next;
+      for (int64_t i : keep) next.push_back(Beam{cands.ids[g][i], cands.logp[g][i]});
+      st[g].beams = std::move(next);
+      if (score[keep[0]] > st[g].best_score) {
+        st[g].best_score = score[keep[0]];
+        st[g].best_cos = cands.cos[g][keep[0]];
+        st[g].best_text = cands.text[g][keep[0]];
+      }
+    }
+  }
+
+  // The progress line after a step: the group's mean best cosine and queries a text.
+  std::string progress_line(int64_t B, char stage_name, int64_t step) const {
+    double mean = 0;
+    int64_t q = 0;
+    for (const auto& s : st) {
+      mean += s.best_cos / double(G);
+      q += s.queries;
+    }
+    return fmt::format("texts {}-{} of {}, stage {} step {}/{}: best cos {:.4f}, {} queries/text", g0 + 1, g0 + G, B,
+                       stage_name, step, opt.max_steps, mean, q / std::max<int64_t>(1, G));
+  }
+};
+
+}  // namespace
+
+ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>& text_ids, const QueryFn& query,
+                            const DenoiseFn& shield, const ZsGenerator& lm, const ZsInvertOptions& opt,
+                            Communicator* comm_in) {
+  check_zsinvert_inputs(y, text_ids, lm, opt);
+  const int64_t B = static_cast<int64_t>(text_ids.size());
   LocalCommunicator local;
   Communicator& comm = comm_in ? *comm_in : local;
   torch::NoGradGuard ng;
@@ -155,126 +319,25 @@ ZsInvertResult run_zsinvert(const at::Tensor& y, const std::vector<std::string>&
   const ItemRange mine = block_share(B, opt.text_batch, comm);
   Progress progress("zsinvert", mine.size() * stages * opt.max_steps, "text-step", opt.progress_every_s);
   int64_t done = 0, total_queries = 0;
-
   for (const ItemRange& group : blocks_of(mine, opt.text_batch)) {
-    const int64_t g0 = group.begin, G = group.size();
-    const at::Tensor target = shield_chunked(shield, y.narrow(0, g0, G).to(torch::kFloat32), opt.embed_chunk);
-    std::vector<TextSearch> st(G);
+    GroupSearch search(y, group, text_ids, query, shield, lm, opt);
+    const int64_t g0 = search.g0, G = search.G;
     for (int64_t stage = 0; stage < stages; ++stage) {
       const char stage_name = stage == 0 ? 'A' : 'B';
-      std::vector<std::string> enc_text(G);  // stage A: the empty text; stage B: the best text so far
-      for (int64_t g = 0; g < G; ++g) {
-        st[g].beams = {Beam{}};
-        if (stage == 1) enc_text[g] = st[g].best_text;
-      }
+      const std::vector<std::string> enc_text = search.start_stage(stage);
       for (int64_t step = 1; step <= opt.max_steps; ++step) {
-        // 1. The LM on every kept prefix: top-k proposals (penalised, no EOS or pad), lm_batch prefixes a call.
-        std::vector<std::pair<int64_t, int64_t>> rows;  // (text in group, beam)
-        for (int64_t g = 0; g < G; ++g)
-          for (int64_t b = 0; b < static_cast<int64_t>(st[g].beams.size()); ++b) rows.emplace_back(g, b);
-        std::vector<std::vector<std::vector<int64_t>>> cand_ids(G);  // per text, in (beam, rank) order
-        std::vector<std::vector<double>> cand_logp(G);               // the LM's log-probability of each candidate
-        for (size_t c = 0; c < rows.size(); c += static_cast<size_t>(opt.lm_batch)) {
-          const size_t e = std::min(rows.size(), c + static_cast<size_t>(opt.lm_batch));
-          std::vector<std::vector<int64_t>> prefixes;
-          std::vector<std::string> enc;
-          for (size_t i = c; i < e; ++i) {
-            prefixes.push_back(st[rows[i].first].beams[rows[i].second].ids);
-            enc.push_back(enc_text[rows[i].first]);
-          }
-          at::Tensor scores = lm.next(prefixes, enc).to(torch::kCPU, torch::kFloat32).contiguous();
-          DAEI_CHECK(scores.dim() == 2 && scores.size(0) == static_cast<int64_t>(prefixes.size()),
-                     "zsinvert: the generator returned ({}) for {} prefixes",
-                     fmt::format("{}", fmt::join(scores.sizes(), ", ")), prefixes.size());
-          const int64_t V = scores.size(1);
-          const at::Tensor raw = opt.naturalness != 0 ? scores.clone() : at::Tensor();
-          apply_repetition_penalty(scores, prefixes, opt.repetition_penalty);
-          for (int64_t t : {lm.eos_id, lm.pad_id})
-            if (t >= 0 && t < V) scores.select(1, t).fill_(-std::numeric_limits<float>::infinity());
-          const int64_t k = std::min(opt.top_k, V - 2);
-          DAEI_CHECK(k >= 1, "zsinvert: a vocabulary of {} tokens has nothing to propose besides EOS and pad", V);
-          auto top = std::get<1>(scores.topk(k, 1, true, true)).contiguous();  // sorted: ties keep a fixed order
-          auto a = top.accessor<int64_t, 2>();
-          const float* praw = raw.defined() ? raw.data_ptr<float>() : nullptr;
-          for (size_t i = c; i < e; ++i) {
-            const Beam& from = st[rows[i].first].beams[rows[i].second];
-            for (int64_t j = 0; j < k; ++j) {
-              const int64_t tok = a[static_cast<int64_t>(i - c)][j];
-              std::vector<int64_t> ids(from.ids);
-              ids.push_back(tok);
-              cand_ids[rows[i].first].push_back(std::move(ids));
-              cand_logp[rows[i].first].push_back(
-                  praw ? from.logp + double(praw[static_cast<int64_t>(i - c) * V + tok]) : 0.0);
-            }
-          }
-        }
-        // 2. Every candidate is one query (fresh noise key), embed_chunk texts a call; only scores are kept.
-        std::vector<std::vector<std::string>> cand_text(G);
-        std::vector<std::vector<double>> cand_cos(G);
-        std::vector<std::string> texts, keys;
-        std::vector<std::pair<int64_t, int64_t>> owner;  // (text in group, candidate)
-        auto flush = [&] {
-          if (texts.empty()) return;
-          at::Tensor e = shield_chunked(shield, query_chunked(query, texts, keys, opt.embed_chunk), opt.embed_chunk);
-          std::vector<int64_t> sel;
-          for (const auto& o : owner) sel.push_back(o.first);
-          auto tgt = target.index_select(0, torch::tensor(sel, torch::kLong));
-          auto cos = torch::cosine_similarity(tgt, e, 1, 1e-8).to(torch::kDouble).contiguous();
-          const double* pc = cos.data_ptr<double>();
-          for (size_t i = 0; i < owner.size(); ++i) cand_cos[owner[i].first][owner[i].second] = pc[i];
-          texts.clear();
-          keys.clear();
-          owner.clear();
-        };
-        for (int64_t g = 0; g < G; ++g) {
-          const int64_t nc = static_cast<int64_t>(cand_ids[g].size());
-          cand_cos[g].assign(nc, -2.0);
-          for (int64_t j = 0; j < nc; ++j) {
-            cand_text[g].push_back(lm.decode(cand_ids[g][j]));
-            texts.push_back(cand_text[g].back());
-            keys.push_back(zsinvert_query_key(text_ids[g0 + g], stage_name, step, j));
-            owner.emplace_back(g, j);
-            if (static_cast<int64_t>(texts.size()) >= opt.embed_chunk) flush();
-          }
-          st[g].queries += nc;
-        }
-        flush();
-        // 3. Keep the beam best distinct texts by their score (the cosine alone at naturalness 0); remember the
-        //    best seen.
-        for (int64_t g = 0; g < G; ++g) {
-          if (cand_text[g].empty()) continue;
-          std::vector<double> score(cand_cos[g]);
-          for (size_t j = 0; j < score.size(); ++j)
-            score[j] += naturalness_term(opt.naturalness, cand_logp[g][j], cand_ids[g][j].size());
-          auto keep = top_distinct(cand_text[g], score, opt.beam);
-          std::vector<Beam> next;
-          for (int64_t i : keep) next.push_back(Beam{cand_ids[g][i], cand_logp[g][i]});
-          st[g].beams = std::move(next);
-          if (score[keep[0]] > st[g].best_score) {
-            st[g].best_score = score[keep[0]];
-            st[g].best_cos = cand_cos[g][keep[0]];
-            st[g].best_text = cand_text[g][keep[0]];
-          }
-        }
+        search.run_step(enc_text, stage_name, step);
         done += G;
-        double mean = 0;
-        int64_t q = 0;
-        for (const auto& s : st) {
-          mean += s.best_cos / double(G);
-          q += s.queries;
-        }
-        progress.update(done, fmt::format("texts {}-{} of {}, stage {} step {}/{}: best cos {:.4f}, {} queries/text",
-                                          g0 + 1, g0 + G, B, stage_name, step, opt.max_steps, mean,
-                                          q / std::max<int64_t>(1, G)));
+        progress.update(done, search.progress_line(B, stage_name, step));
       }
       if (stage == 0)
-        for (int64_t g = 0; g < G; ++g) res.stage_a_cos[g0 + g] = st[g].best_cos;
+        for (int64_t g = 0; g < G; ++g) res.stage_a_cos[g0 + g] = search.st[g].best_cos;
     }
     for (int64_t g = 0; g < G; ++g) {
-      res.best_text[g0 + g] = st[g].best_text;
-      res.best_cos[g0 + g] = st[g].best_cos;
-      res.queries_per_text[g0 + g] = st[g].queries;
-      total_queries += st[g].queries;
+      res.best_text[g0 + g] = search.st[g].best_text;
+      res.best_cos[g0 + g] = search.st[g].best_cos;
+      res.queries_per_text[g0 + g] = search.st[g].queries;
+      total_queries += search.st[g].queries;
     }
   }
   if (comm.size() > 1) {
