@@ -187,24 +187,10 @@ class SplitWriter {
 // ---------------------------------------------------------------------------------------------------------------
 // The build
 
-CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
-  auto t0 = std::chrono::steady_clock::now();
-  CorpusStats st;
-  make_dirs(out_dir);
-  const std::string tmp = out_dir + "/.sort-tmp";
-  fs::remove_all(tmp);
-  struct RemoveOnExit {  // the sort's run files go whether the build succeeds or fails (a full disk)
-    std::string dir;
-    ~RemoveOnExit() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } remove_sort_tmp{tmp};
-  make_dirs(tmp);
-  const size_t budget = size_t(cfg.integer("corpus.sort_buffer_mb")) << 20;
-  const uint64_t seed = uint64_t(cfg.integer("corpus.seed"));
-  const int64_t min_words = cfg.integer("corpus.min_words"), max_words = cfg.integer("corpus.max_words");
-  const int64_t max_chars = cfg.integer("corpus.max_chars");
+namespace {
+
+// assets.dir, else $DAEI_ASSETS, else daei/ in the XDG cache folder.
+std::string assets_dir(const Config& cfg) {
   std::string assets = cfg.str("assets.dir");
   if (assets.empty()) {
     const char* a = std::getenv("DAEI_ASSETS");
@@ -212,35 +198,82 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
     const char* h = std::getenv("HOME");
     assets = a && *a ? a : x && *x ? std::string(x) + "/daei" : std::string(h ? h : ".") + "/.cache/daei";
   }
-  std::vector<std::string> source_names;
+  return assets;
+}
 
+// The sizes of the in-domain splits.
+struct SplitSizes {
+  int64_t test = 0, val = 0, train = 0;  // train 0: the rest
+  int64_t cap = 0;                       // corpus.max_examples, 0: none
+  int64_t synth_to = 0;                  // corpus.synthesize_to, 0: off
+};
+
+SplitSizes split_sizes(const Config& cfg, int64_t synth_to) {
+  SplitSizes n;
+  n.synth_to = synth_to;
+  n.test = cfg.integer("corpus.test_size");
+  n.val = cfg.integer("corpus.val_size");
+  n.train = cfg.integer("corpus.train_size");
+  n.cap = cfg.integer("corpus.max_examples");
+  DAEI_CHECK(synth_to >= 0, "corpus.synthesize_to must be >= 0, got {}", synth_to);
+  DAEI_CHECK(synth_to == 0 || n.cap == 0 || synth_to <= n.cap,
+             "corpus.synthesize_to ({}) is above corpus.max_examples ({})", synth_to, n.cap);
+  DAEI_CHECK(synth_to == 0 || n.train == 0, "corpus.synthesize_to sets the total size; leave corpus.train_size 0");
+  return n;
+}
+
+// One build (build_corpus): the filters every text passes, the sources read so far, and the split writers, which
+// commit together at the end.
+struct CorpusBuild {
+  CorpusBuild(const Config& cfg_, const std::string& out_dir_, const std::string& tmp_, CorpusStats& st_)
+      : cfg(cfg_), out_dir(out_dir_), tmp(tmp_), st(st_),
+        budget(size_t(cfg.integer("corpus.sort_buffer_mb")) << 20),
+        seed(uint64_t(cfg.integer("corpus.seed"))),
+        min_words(cfg.integer("corpus.min_words")), max_words(cfg.integer("corpus.max_words")),
+        max_chars(cfg.integer("corpus.max_chars")), assets(assets_dir(cfg)) {}
+
+  const Config& cfg;
+  const std::string& out_dir;
+  const std::string& tmp;  // the sort's run files
+  CorpusStats& st;
+  const size_t budget;
+  const uint64_t seed;
+  const int64_t min_words, max_words, max_chars;
+  const std::string assets;
+  std::vector<std::string> source_names;  // by the source id of a record
   // corpus.synthesize_to: clauses of the in-domain texts, recombined below (see synthesize_clauses).
-  const int64_t synth_to = cfg.integer("corpus.synthesize_to");
   std::vector<std::string> clauses;
   int64_t real_kept = 0;
   bool collect_clauses = false;
-  auto run_sources = [&](const std::vector<std::string>& sources, int64_t extra_max_chars,
-                         ExternalSorter& sorter) {
+  std::vector<std::unique_ptr<SplitWriter>> writers;
+
+  using Reader = std::function<void(const std::function<void(std::string)>&)>;
+
+  // The reader of a source (wordnet, sotu, fortunes, or a file path) and its name in the stats and the splits.
+  Reader reader_of(const std::string& src, std::string& name) const {
+    name = src;
+    if (src == "wordnet") return [this](auto& e) { read_wordnet(cfg.str("corpus.wordnet_dir"), e); };
+    if (src == "sotu") {
+      std::string d = cfg.str("corpus.sotu_dir");
+      if (d.empty()) d = assets + "/sotu";
+      return [d](auto& e) { read_sotu(d, e); };
+    }
+    if (src == "fortunes") return [this](auto& e) { read_fortunes(cfg.str("corpus.fortunes_dir"), e); };
+    if (src.find('/') != std::string::npos || src.find('.') != std::string::npos) {
+      name = "file:" + fs::path(src).filename().string();
+      return [this, src](auto& e) {
+        read_user_file(src, cfg.str("corpus.text_field"), cfg.integer("corpus.tsv_column"), e);
+      };
+    }
+    throw UsageError(fmt::format("unknown corpus source '{}' (wordnet, sotu, fortunes, or a file path)", src));
+  }
+
+  // Every text of the sources, normalised and filtered (counted by reason), into the sorter under its seeded key.
+  void run_sources(const std::vector<std::string>& sources, int64_t extra_max_chars, ExternalSorter& sorter) {
     for (const auto& src : sources) {
       uint16_t sid = uint16_t(source_names.size());
-      std::string name = src;
-      std::function<void(const std::function<void(std::string)>&)> reader;
-      if (src == "wordnet") {
-        reader = [&](auto& e) { read_wordnet(cfg.str("corpus.wordnet_dir"), e); };
-      } else if (src == "sotu") {
-        std::string d = cfg.str("corpus.sotu_dir");
-        if (d.empty()) d = assets + "/sotu";
-        reader = [d](auto& e) { read_sotu(d, e); };
-      } else if (src == "fortunes") {
-        reader = [&](auto& e) { read_fortunes(cfg.str("corpus.fortunes_dir"), e); };
-      } else if (src.find('/') != std::string::npos || src.find('.') != std::string::npos) {
-        name = "file:" + fs::path(src).filename().string();
-        reader = [&, src](auto& e) {
-          read_user_file(src, cfg.str("corpus.text_field"), cfg.integer("corpus.tsv_column"), e);
-        };
-      } else {
-        throw UsageError(fmt::format("unknown corpus source '{}' (wordnet, sotu, fortunes, or a file path)", src));
-      }
+      std::string name;
+      const Reader reader = reader_of(src, name);
       source_names.push_back(name);
       int64_t& read = st.read[name];
       std::string norm;
@@ -264,78 +297,75 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
         norm.clear();
       });
     }
-  };
+  }
 
-  // In domain.
-  std::vector<std::string> sources = cfg.strings("corpus.sources");
-  for (auto& f : cfg.strings("corpus.files")) sources.push_back(f);
-  DAEI_CHECK(!sources.empty(), "corpus.sources and corpus.files are both empty: nothing to build a corpus from");
-  const int64_t n_test = cfg.integer("corpus.test_size"), n_val = cfg.integer("corpus.val_size");
-  const int64_t n_train_cfg = cfg.integer("corpus.train_size"), cap = cfg.integer("corpus.max_examples");
-  DAEI_CHECK(synth_to >= 0, "corpus.synthesize_to must be >= 0, got {}", synth_to);
-  DAEI_CHECK(synth_to == 0 || cap == 0 || synth_to <= cap, "corpus.synthesize_to ({}) is above corpus.max_examples ({})",
-             synth_to, cap);
-  DAEI_CHECK(synth_to == 0 || n_train_cfg == 0, "corpus.synthesize_to sets the total size; leave corpus.train_size 0");
-  std::vector<std::unique_ptr<SplitWriter>> writers;
-  {
+  // Recombined clauses of the real texts, seeded; the sort shuffles them in with the real texts and drops
+  // duplicates (of each other and of real texts). A quarter extra covers the duplicates (18 % were seen on a small,
+  // repetitive source); the cap then cuts the merged stream at exactly synthesize_to.
+  void synthesize(int64_t synth_to, ExternalSorter& sorter) {
+    const uint16_t sid = uint16_t(source_names.size());
+    source_names.push_back("synth");
+    const int64_t want = (synth_to - real_kept) + (synth_to - real_kept) / 4 + 1000;
+    int64_t made = synthesize_clauses(clauses, want, seed, min_words, max_words, max_chars, [&](std::string t) {
+      uint64_t key = splitmix64(seed ^ hash_key(t));
+      sorter.add(Rec{key, sid, std::move(t)});
+    });
+    st.read["synth"] = made;
+    LOG_INFO("[corpus] synthesize_to {}: {} real texts, {} clauses, {} recombined texts generated", synth_to,
+             real_kept, clauses.size(), made);
+  }
+
+  SplitWriter& new_split(const std::string& name) {
+    return *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/" + name + ".jsonl"));
+  }
+
+  // test, val and train: the sources (and the recombined texts) sorted, deduplicated and dealt in that order.
+  void in_domain(const std::vector<std::string>& sources, const SplitSizes& n) {
     ExternalSorter sorter(tmp, budget);
-    collect_clauses = synth_to > 0;
+    collect_clauses = n.synth_to > 0;
     run_sources(sources, 0, sorter);
     collect_clauses = false;
-    if (synth_to > real_kept) {
-      // Recombined clauses of the real texts, seeded; the sort below shuffles them in with the real texts and
-      // drops duplicates (of each other and of real texts). A quarter extra covers the duplicates (18 % were seen
-      // on a small, repetitive source); the cap then cuts the merged stream at exactly synthesize_to.
-      const uint16_t sid = uint16_t(source_names.size());
-      source_names.push_back("synth");
-      const int64_t want = (synth_to - real_kept) + (synth_to - real_kept) / 4 + 1000;
-      int64_t made = synthesize_clauses(clauses, want, seed, min_words, max_words, max_chars, [&](std::string t) {
-        uint64_t key = splitmix64(seed ^ hash_key(t));
-        sorter.add(Rec{key, sid, std::move(t)});
-      });
-      st.read["synth"] = made;
-      LOG_INFO("[corpus] synthesize_to {}: {} real texts, {} clauses, {} recombined texts generated", synth_to,
-               real_kept, clauses.size(), made);
-    }
+    if (n.synth_to > real_kept) synthesize(n.synth_to, sorter);
     std::vector<std::string>().swap(clauses);
-    const int64_t cap_in = synth_to > 0 ? synth_to : cap;
-    auto& test = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/test.jsonl"));
-    auto& val = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/val.jsonl"));
-    auto& train = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/train.jsonl"));
+    const int64_t cap_in = n.synth_to > 0 ? n.synth_to : n.cap;
+    auto& test = new_split("test");
+    auto& val = new_split("val");
+    auto& train = new_split("train");
     int64_t total = 0;
     st.duplicates += sorter.merge([&](const Rec& r) {
       if (cap_in > 0 && total >= cap_in) return false;
-      if (test.rows() < n_test) test.add(r.text, source_names[r.source]);
-      else if (val.rows() < n_val) val.add(r.text, source_names[r.source]);
-      else if (n_train_cfg > 0 && train.rows() >= n_train_cfg) return false;
+      if (test.rows() < n.test) test.add(r.text, source_names[r.source]);
+      else if (val.rows() < n.val) val.add(r.text, source_names[r.source]);
+      else if (n.train > 0 && train.rows() >= n.train) return false;
       else train.add(r.text, source_names[r.source]);
       ++total;
       return true;
     });
     DAEI_CHECK(total > 0, "corpus: no usable text in {} (read {}, invalid UTF-8 {}, empty {}, too short {}, too long {})",
-               fmt::join(sources, ", "), [&] { int64_t n = 0; for (auto& [k, v] : st.read) n += v; return n; }(),
+               fmt::join(sources, ", "), [&] { int64_t k = 0; for (auto& [s, v] : st.read) k += v; return k; }(),
                st.invalid_utf8, st.empty, st.too_short, st.too_long);
-    if (synth_to > 0 && total < synth_to)
+    if (n.synth_to > 0 && total < n.synth_to)
       LOG_WARN("[corpus] synthesize_to {}: only {} distinct texts (too many duplicates among the recombinations)",
-               synth_to, total);
+               n.synth_to, total);
     // Nothing to train on: every later step would fail, so the build fails here and writes nothing.
     DAEI_CHECK(train.rows() > 0,
                "corpus: the train split is empty: only {} usable distinct texts, taken by test ({} of corpus.test_size "
                "{}) and val ({} of corpus.val_size {}); add text or lower those sizes (nothing was written)",
-               total, test.rows(), n_test, val.rows(), n_val);
-    if (test.rows() < n_test || val.rows() < n_val)
+               total, test.rows(), n.test, val.rows(), n.val);
+    if (test.rows() < n.test || val.rows() < n.val)
       LOG_WARN("[corpus] only {} usable texts: test {}, val {}, train {}", total, test.rows(), val.rows(),
                train.rows());
     st.split_rows["test"] = test.rows();
     st.split_rows["val"] = val.rows();
     st.split_rows["train"] = train.rows();
   }
-  // Out of domain: one file each.
-  for (const auto& ood : cfg.strings("corpus.ood")) {
+
+  // An out-of-domain source: one split of its own, ood-NAME.
+  void out_of_domain(const std::string& ood) {
     ExternalSorter sorter(tmp, budget);
     run_sources({ood}, ood == "fortunes" ? cfg.integer("corpus.fortune_max_chars") : 0, sorter);
     std::string name = "ood-" + (ood.find('/') != std::string::npos ? fs::path(ood).stem().string() : ood);
-    auto& w = *writers.emplace_back(std::make_unique<SplitWriter>(out_dir + "/" + name + ".jsonl"));
+    auto& w = new_split(name);
     const int64_t n_ood = cfg.integer("corpus.ood_size");
     st.duplicates += sorter.merge([&](const Rec& r) {
       if (n_ood > 0 && w.rows() >= n_ood) return false;
@@ -345,8 +375,33 @@ CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
     DAEI_CHECK(w.rows() > 0, "corpus: no usable text in out-of-domain source {}", ood);
     st.split_rows[name] = w.rows();
   }
-  for (auto& w : writers) w->close();
-  for (auto& w : writers) w->commit();
+};
+
+}  // namespace
+
+CorpusStats build_corpus(const Config& cfg, const std::string& out_dir) {
+  auto t0 = std::chrono::steady_clock::now();
+  CorpusStats st;
+  make_dirs(out_dir);
+  const std::string tmp = out_dir + "/.sort-tmp";
+  fs::remove_all(tmp);
+  struct RemoveOnExit {  // the sort's run files go whether the build succeeds or fails (a full disk)
+    std::string dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove_sort_tmp{tmp};
+  make_dirs(tmp);
+  CorpusBuild build(cfg, out_dir, tmp, st);
+  const int64_t synth_to = cfg.integer("corpus.synthesize_to");
+  std::vector<std::string> sources = cfg.strings("corpus.sources");
+  for (auto& f : cfg.strings("corpus.files")) sources.push_back(f);
+  DAEI_CHECK(!sources.empty(), "corpus.sources and corpus.files are both empty: nothing to build a corpus from");
+  build.in_domain(sources, split_sizes(cfg, synth_to));
+  for (const auto& ood : cfg.strings("corpus.ood")) build.out_of_domain(ood);
+  for (auto& w : build.writers) w->close();
+  for (auto& w : build.writers) w->commit();
   fs::remove_all(tmp);
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
