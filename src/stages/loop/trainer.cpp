@@ -52,6 +52,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Adds each value to its term's (sum, count) in acc; `what` names where an undeclared term came from.
+void add_declared_terms(std::map<std::string, std::pair<double, double>>& acc,
+                        const std::map<std::string, double>& values, const std::vector<std::string>& declared,
+                        const std::string& tag, const char* what) {
+  for (const auto& [k, v] : values) {
+    DAEI_CHECK(std::find(declared.begin(), declared.end(), k) != declared.end(),
+               "[{}] {} term '{}' is not declared in Trainer::terms", tag, what, k);
+    acc[k].first += v;
+    acc[k].second += 1;
+  }
+}
+
 }  // namespace
 
 uint64_t attack_seed(const Config& cfg) {
@@ -162,7 +174,6 @@ std::vector<int64_t> Trainer::local_rows(int64_t step) const {
 
 void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm,
                          bool& nonfinite) {
-  using clock = std::chrono::steady_clock;
   const size_t S = grad_sets_.size();
   // "No gradient" stays distinguishable from zeros. One gradient set at N ranks: backward writes into the reducer's
   // buckets (no copy before the all-reduce); several sets are moved out after each backward, so they start empty.
@@ -170,59 +181,67 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
   // its own over the gradients).
   if (S == 1) reducer_->prepare_grads(/*prescaled=*/true);
   else for (auto& p : params_) p.mutable_grad() = at::Tensor();
-  const size_t P = params_.size();
-  GradSets sets(S > 1 ? S : 0, std::vector<at::Tensor>(P));
+  GradSets sets(S > 1 ? S : 0, std::vector<at::Tensor>(params_.size()));
   std::vector<double> counts(S, 0.0);
   std::vector<int> summed(S, -1);  // -1 unknown, 0 mean, 1 sum
   const auto rows = local_rows(step_);
   if (prefetch && step_ + 1 < opt_.total_steps) prefetch(local_rows(step_ + 1));  // all its micro-steps
-  for (int64_t m = 0; m < opt_.grad_accum; ++m) {
-    Batch b;
-    const auto first = rows.begin() + m * micro_batch_;
-    b.rows.assign(first, first + micro_batch_);
-    b.step = step_;
-    b.micro = m;
-    b.global_offset = comm_.rank() * local_batch_ + m * micro_batch_;
-    b.global_batch = opt_.global_batch;
-    b.accum = opt_.grad_accum;
-    torch::manual_seed(splitmix64(opt_.seed ^ splitmix64(static_cast<uint64_t>(step_) * 0x10001ULL + m) ^
-                                  (static_cast<uint64_t>(comm_.rank()) + 1) * 0x9E3779B97F4A7C15ULL));
-    LossOutput out;
-    auto t0 = clock::now();
-    out = loss(b);  // bf16 products under train.precision bf16: model/net/precision.h, set at start
-    phase_s_["forward"] += seconds_since(t0);
-    std::vector<SetLoss> losses{{out.loss, out.count}};
-    losses.insert(losses.end(), out.more.begin(), out.more.end());
-    DAEI_CHECK(losses.size() == S, "[{}] the loss returned {} gradient sets, {} are declared", opt_.tag, losses.size(),
-               S);
-    for (size_t i = 0; i < S; ++i) {
-      const int kind = losses[i].count >= 0 ? 1 : 0;
-      DAEI_CHECK(summed[i] < 0 || summed[i] == kind, "[{}] gradient set {} mixes mean and summed losses", opt_.tag,
-                 grad_sets_[i]);
-      summed[i] = kind;
-      if (kind) counts[i] += losses[i].count;
-      auto v = kind ? losses[i].value : losses[i].value / static_cast<double>(opt_.grad_accum);
-      if (S == 1 && comm_.size() > 1) v = v * reducer_->loss_scale();
-      t0 = clock::now();
-      if (v.requires_grad()) v.backward({}, /*retain_graph=*/i + 1 < S);
-      phase_s_["backward " + grad_sets_[i]] += seconds_since(t0);
-      if (S > 1) {
-        torch::NoGradGuard ng;
-        for (size_t p = 0; p < P; ++p) {
-          auto g = params_[p].grad();
-          if (!g.defined()) continue;
-          if (sets[i][p].defined()) sets[i][p].add_(g); else sets[i][p] = g.clone();
-          params_[p].mutable_grad() = at::Tensor();
-        }
+  for (int64_t m = 0; m < opt_.grad_accum; ++m) micro_step(m, rows, sets, counts, summed, acc);
+  reduce_grads(sets, counts, summed, acc);
+  grad_norm = std::sqrt(sq_norm(grads_of(params_)));
+  nonfinite = !std::isfinite(grad_norm);
+}
+
+void Trainer::micro_step(int64_t m, const std::vector<int64_t>& rows, GradSets& sets, std::vector<double>& counts,
+                         std::vector<int>& summed, std::map<std::string, std::pair<double, double>>& acc) {
+  using clock = std::chrono::steady_clock;
+  const size_t S = grad_sets_.size(), P = params_.size();
+  Batch b;
+  const auto first = rows.begin() + m * micro_batch_;
+  b.rows.assign(first, first + micro_batch_);
+  b.step = step_;
+  b.micro = m;
+  b.global_offset = comm_.rank() * local_batch_ + m * micro_batch_;
+  b.global_batch = opt_.global_batch;
+  b.accum = opt_.grad_accum;
+  torch::manual_seed(splitmix64(opt_.seed ^ splitmix64(static_cast<uint64_t>(step_) * 0x10001ULL + m) ^
+                                (static_cast<uint64_t>(comm_.rank()) + 1) * 0x9E3779B97F4A7C15ULL));
+  LossOutput out;
+  auto t0 = clock::now();
+  out = loss(b);  // bf16 products under train.precision bf16: model/net/precision.h, set at start
+  phase_s_["forward"] += seconds_since(t0);
+  std::vector<SetLoss> losses{{out.loss, out.count}};
+  losses.insert(losses.end(), out.more.begin(), out.more.end());
+  DAEI_CHECK(losses.size() == S, "[{}] the loss returned {} gradient sets, {} are declared", opt_.tag, losses.size(),
+             S);
+  for (size_t i = 0; i < S; ++i) {
+    const int kind = losses[i].count >= 0 ? 1 : 0;
+    DAEI_CHECK(summed[i] < 0 || summed[i] == kind, "[{}] gradient set {} mixes mean and summed losses", opt_.tag,
+               grad_sets_[i]);
+    summed[i] = kind;
+    if (kind) counts[i] += losses[i].count;
+    auto v = kind ? losses[i].value : losses[i].value / static_cast<double>(opt_.grad_accum);
+    if (S == 1 && comm_.size() > 1) v = v * reducer_->loss_scale();
+    t0 = clock::now();
+    if (v.requires_grad()) v.backward({}, /*retain_graph=*/i + 1 < S);
+    phase_s_["backward " + grad_sets_[i]] += seconds_since(t0);
+    if (S > 1) {
+      torch::NoGradGuard ng;
+      for (size_t p = 0; p < P; ++p) {
+        auto g = params_[p].grad();
+        if (!g.defined()) continue;
+        if (sets[i][p].defined()) sets[i][p].add_(g); else sets[i][p] = g.clone();
+        params_[p].mutable_grad() = at::Tensor();
       }
     }
-    for (const auto& [k, v] : out.terms) {
-      DAEI_CHECK(std::find(terms.begin(), terms.end(), k) != terms.end(),
-                 "[{}] logged term '{}' is not declared in Trainer::terms", opt_.tag, k);
-      acc[k].first += v;
-      acc[k].second += 1;
-    }
   }
+  add_declared_terms(acc, out.terms, terms, opt_.tag, "logged");
+}
+
+void Trainer::reduce_grads(GradSets& sets, const std::vector<double>& counts, const std::vector<int>& summed,
+                           std::map<std::string, std::pair<double, double>>& acc) {
+  using clock = std::chrono::steady_clock;
+  const size_t S = grad_sets_.size(), P = params_.size();
   // Token counts of the global batch, one small all-reduce for all sets.
   auto t0 = clock::now();
   auto c = torch::tensor(counts, torch::kFloat64);
@@ -242,35 +261,29 @@ void Trainer::train_step(std::map<std::string, std::pair<double, double>>& acc, 
     auto g = grads_of(params_);
     normalise(g, 0);
     phase_s_["reduce " + grad_sets_[0]] += seconds_since(t0);
-  } else {
-    for (size_t i = 0; i < S; ++i) {
-      t0 = clock::now();
-      reducer_->reduce(sets[i]);
-      normalise(sets[i], i);
-      phase_s_["reduce " + grad_sets_[i]] += seconds_since(t0);
-    }
-    t0 = clock::now();
-    if (combine) {
-      for (const auto& [k, v] : combine(sets)) {
-        DAEI_CHECK(std::find(terms.begin(), terms.end(), k) != terms.end(),
-                   "[{}] combine term '{}' is not declared in Trainer::terms", opt_.tag, k);
-        acc[k].first += v;  // the same global value on every rank
-        acc[k].second += 1;
-      }
-    } else {
-      torch::NoGradGuard ng;
-      for (size_t p = 0; p < P; ++p)
-        for (size_t i = 0; i < S; ++i) {
-          if (!sets[i][p].defined()) continue;
-          if (params_[p].grad().defined()) params_[p].mutable_grad().add_(sets[i][p]);
-          else params_[p].mutable_grad() = sets[i][p];
-        }
-    }
-    phase_s_["combine"] += seconds_since(t0);
+    return;
   }
-  grad_norm = std::sqrt(sq_norm(grads_of(params_)));
-  nonfinite = !std::isfinite(grad_norm);
+  for (size_t i = 0; i < S; ++i) {
+    t0 = clock::now();
+    reducer_->reduce(sets[i]);
+    normalise(sets[i], i);
+    phase_s_["reduce " + grad_sets_[i]] += seconds_since(t0);
+  }
+  t0 = clock::now();
+  if (combine) {
+    add_declared_terms(acc, combine(sets), terms, opt_.tag, "combine");  // the same global values on every rank
+  } else {
+    torch::NoGradGuard ng;
+    for (size_t p = 0; p < P; ++p)
+      for (size_t i = 0; i < S; ++i) {
+        if (!sets[i][p].defined()) continue;
+        if (params_[p].grad().defined()) params_[p].mutable_grad().add_(sets[i][p]);
+        else params_[p].mutable_grad() = sets[i][p];
+      }
+  }
+  phase_s_["combine"] += seconds_since(t0);
 }
+
 
 void Trainer::prepare_stage_dir() {
   // Rank 0 locks the folder, removes temporaries of dead processes and refuses to mix runs; the verdict is

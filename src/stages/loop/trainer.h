@@ -174,6 +174,12 @@ class Trainer {
 
  private:
   void train_step(std::map<std::string, std::pair<double, double>>& acc, double& grad_norm, bool& nonfinite);
+  // train_step's parts: a micro-step's forward and the backward of each gradient set (moved into sets when there
+  // are several); then each set's all-reduce, normalised by the global token counts, and their combination.
+  void micro_step(int64_t m, const std::vector<int64_t>& rows, GradSets& sets, std::vector<double>& counts,
+                  std::vector<int>& summed, std::map<std::string, std::pair<double, double>>& acc);
+  void reduce_grads(GradSets& sets, const std::vector<double>& counts, const std::vector<int>& summed,
+                    std::map<std::string, std::pair<double, double>>& acc);
   void save_checkpoint(const std::string& name, bool with_optimizer);
   void load_checkpoint(const std::string& dir);
   void prepare_stage_dir();
