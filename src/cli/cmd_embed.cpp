@@ -147,19 +147,23 @@ int run_estimate(Context& ctx, const EstimateSigmaCommand& cmd) {
 }
 
 // The flags of the three commands of the release interface.
+// --noise-seed (open_release), its help saying what a fixed key gives away and where the default key comes from.
+void add_noise_seed_flag(CLI::App& a, std::optional<int64_t>& seed, const std::string& gives_away,
+                         const std::string& default_key) {
+  a.add_option("--noise-seed", seed,
+               "a fixed noise key from this seed (tests and simulations only: " + gives_away + "; default: " +
+                   default_key + ")");
+}
 void add_embed_flags(CLI::App& a, EmbedCommand& o) {
   a.add_option("--text", o.texts, "a text to embed (repeatable)")->required();
   a.add_flag("--json", o.as_json, "one JSON object a line: {text, clean, noisy}");
-  a.add_option("--noise-seed", o.noise_seed,
-               "a fixed noise key from this seed (tests and simulations only: the noise becomes predictable; default: "
-               "a secret key drawn from the OS)");
+  add_noise_seed_flag(a, o.noise_seed, "the noise becomes predictable", "a secret key drawn from the OS");
 }
 void add_serve_flags(CLI::App& a, ServeCommand& o) {
   a.add_option("--port", o.port, "port (default server.port; 0 picks a free one)");
   a.add_option("--host", o.host, "address to bind (default server.host = 127.0.0.1)");
-  a.add_option("--noise-seed", o.noise_seed,
-               "a fixed noise key from this seed (tests and simulations only: anyone who knows it can subtract the "
-               "noise; default: a secret key drawn from the OS at start, never logged)");
+  add_noise_seed_flag(a, o.noise_seed, "anyone who knows it can subtract the noise",
+                      "a secret key drawn from the OS at start, never logged");
 }
 void add_estimate_flags(CLI::App& a, EstimateSigmaCommand& o) {
   a.add_flag("--json", o.as_json, "one JSON line: sigma_hat, rel_se, queries, ...");
