@@ -17,8 +17,8 @@
 #include "dist/communicator.h"
 #include "model/attack/dae.h"
 #include "model/attack/imported_models.h"
+#include "model/net/t5_pretrained.h"
 #include "stages/loop/heldout.h"
-#include "stages/recipes/pretrain.h"
 #include "stages/recipes/token_init.h"
 #include "stages/loop/trainer.h"
 

@@ -1,6 +1,5 @@
 // Stage 4, paper §III-D: the corrector behind the frozen DAE shield (what and why: stage4.h).
 #include "stages/recipes/stage4.h"
-#include "stages/recipes/pretrain.h"
 
 #include <torch/torch.h>
 
@@ -11,6 +10,7 @@
 #include "dist/communicator.h"
 #include "model/attack/corrector.h"
 #include "model/attack/dae.h"
+#include "model/net/t5_pretrained.h"
 #include "model/text/token_batch.h"
 #include "stages/loop/heldout.h"
 #include "stages/recipes/stage2.h"
