@@ -26,15 +26,13 @@ namespace {
 int run_dae_only(Context& ctx) {
   if (!ctx.comm->is_root()) return kExitOk;  // small: rank 0 alone
   EvalContext ec;
-  double s1 = 0, s3 = 0;
   const RunLayout layout(ctx.run_dir);
-  ec.dae1 = std::make_shared<Dae>(load_dae(layout.final_dae("stage1"), &s1));
-  ec.sigma0 = s1;
+  ec.dae1 = std::make_shared<Dae>(Dae::load(layout.final_dae("stage1")));
   ec.dae_sigma.assumed = ctx.config.real("stage1.sigma.assumed");
-  if (layout.stage_complete("stage3")) ec.dae3 = std::make_shared<Dae>(load_dae(layout.final_dae("stage3"), &s3));
+  if (layout.stage_complete("stage3")) ec.dae3 = std::make_shared<Dae>(Dae::load(layout.final_dae("stage3")));
   auto t = dae_tables(ctx.config, ec, ctx.run_dir);
   nlohmann::json res{{"embedder", ctx.config.str("embedder.kind") == "glove" ? "glove-100d" : ctx.config.str("embedder.kind")},
-                     {"sigma", s1},
+                     {"sigma", (*ec.dae1)->sigma0()},
                      {"command", ctx.command_line},
                      {"dae", t.json_block}};
   const std::string path = layout.eval_file("dae.json");

@@ -56,10 +56,9 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
   const auto& c = chain(cmd);
   auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
-  double sigma0 = 0;
   Dae dae{nullptr};
   const RunLayout layout(ctx.run_dir);
-  if (!c.dae_stage.empty()) dae = load_dae(layout.final_dae(c.dae_stage), &sigma0);
+  if (!c.dae_stage.empty()) dae = Dae::load(layout.final_dae(c.dae_stage));
   auto inv = InverterImpl::load(layout.final_inverter(c.inverter_stage));
   // The clean reference decodes the clean rows e and embeds its hypotheses without noise; the attack's chains decode
   // y (or DAE(y)) and query the release. The paper's protocol (protocol.clean_hypotheses) embeds the daei chain's
@@ -74,7 +73,7 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
     builds.emplace_back("val", c.hyp_val_split());
   for (const auto& [source, split] : builds) {
     auto opt = HypothesisCacheOptions::from_config(ctx.config, ctx.run_dir, source, split);
-    opt.dae_sigma = sigma0;
+    opt.dae_sigma = dae ? dae->sigma0() : 0.0;
     if (c.reference) {
       opt.input_rows = clean_rows_reader(ctx.config, ctx.run_dir, source);
       opt.input_tag = "clean";

@@ -56,12 +56,11 @@ int run(Context& ctx, const ZsinvertCommand& cmd) {
   DAEI_CHECK(y.size(1) == embedder->dim(), "zsinvert: {}: embeddings have dimension {}, the black box gives {}",
              cmd.files.input, y.size(1), embedder->dim());
   std::shared_ptr<Dae> dae;
-  double sigma0 = 0;
-  if (cmd.shield == "dae") dae = std::make_shared<Dae>(load_dae(layout.final_dae("stage1"), &sigma0));
+  if (cmd.shield == "dae") dae = std::make_shared<Dae>(Dae::load(layout.final_dae("stage1")));
   QueryFn query = [embedder](const std::vector<std::string>& t, const std::vector<std::string>& k) {
     return embedder->embed(t, k);
   };
-  DenoiseFn shield = [dae, sigma0](const at::Tensor& e) { return dae ? denoise(*dae, e, sigma0) : e; };
+  DenoiseFn shield = [dae](const at::Tensor& e) { return dae ? denoise(*dae, e, (*dae)->sigma0()) : e; };
   std::vector<std::string> ids;
   for (int64_t i = 0; i < y.size(0); ++i) ids.push_back(fmt::format("zsinvert/{}", i));
   const std::string system = dae ? "zsinvert-dae" : "zsinvert";

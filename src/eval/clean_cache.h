@@ -10,7 +10,7 @@
 #include <torch/types.h>
 
 #include "data/cache.h"
-#include "stages/loop/data_source.h"
+#include "data/eval_split.h"
 
 namespace daei {
 

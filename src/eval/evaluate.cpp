@@ -14,6 +14,7 @@
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "data/cache.h"
+#include "data/eval_split.h"
 #include "data/run_layout.h"
 #include "eval/clean_cache.h"
 #include "dist/communicator.h"
@@ -24,7 +25,6 @@
 #include "model/attack/dae.h"
 #include "model/release/embedder.h"
 #include "model/net/generate.h"
-#include "stages/loop/data_source.h"
 #include "stages/recipes/stage2.h"
 
 namespace daei {

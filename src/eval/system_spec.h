@@ -8,7 +8,7 @@
 #include <vector>
 #include <torch/types.h>
 
-#include "stages/loop/data_source.h"  // EvalSplit: one split's texts with their clean and noisy embeddings
+#include "data/eval_split.h"
 
 namespace daei {
 

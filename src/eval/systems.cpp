@@ -42,9 +42,9 @@ std::shared_ptr<InverterImpl> load_inverter_if(const RunLayout& layout, const st
   if (!layout.stage_complete(stage)) return nullptr;
   return InverterImpl::load(layout.final_inverter(stage));
 }
-std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& stage, double* sigma0) {
+std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& stage) {
   if (!layout.stage_complete(stage)) return nullptr;
-  return std::make_shared<Dae>(load_dae(layout.final_dae(stage), sigma0));
+  return std::make_shared<Dae>(Dae::load(layout.final_dae(stage)));
 }
 
 // The correction loop's options (correct.*): the same for every corrected row.
@@ -141,10 +141,8 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
   c.stage2_inv = load_inverter_if(layout, "stage2");
   c.stage3_inv = load_inverter_if(layout, "stage3");
   c.stage2_continued_inv = load_inverter_if(layout, "stage2-continued");
-  double s1 = 0, s3 = 0;
-  c.dae1 = load_dae_if(layout, "stage1", &s1);
-  c.dae3 = load_dae_if(layout, "stage3", &s3);
-  c.sigma0 = c.dae1 ? s1 : s3;
+  c.dae1 = load_dae_if(layout, "stage1");
+  c.dae3 = load_dae_if(layout, "stage3");
   c.dae_sigma.assumed = cfg.real("stage1.sigma.assumed");
   c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
   // The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
@@ -339,7 +337,7 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
 
 DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::string& run_dir) {
   DaeTables out;
-  const double sigma0 = ctx.sigma0;
+  const double sigma0 = (*ctx.dae1)->sigma0();  // the σ the stage-1 DAE was trained at
   at::Tensor mean, cov;
   row_moments(*open_noisy_split(cfg, run_dir, "train"), cfg.integer("dae.table_wiener_rows"), mean, cov);
   const auto wiener = wiener_from_noisy(mean, cov, sigma0);

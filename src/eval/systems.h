@@ -38,7 +38,6 @@ struct EvalContext {
   std::string embedder_id;
   int64_t max_length_eval = 32, batch_size = 64;
   GenerateOptions decoding;  // the inverter rows' decoding (eval.*: num_beams, repetition controls); max_length is max_length_eval
-  double sigma0 = 0;  // the σ the DAE was trained at (dae.json)
   DaeSigma dae_sigma;
   // Models that exist in the run directory (null otherwise).
   std::shared_ptr<Dae> dae1, dae3;

@@ -179,7 +179,8 @@ TEST(Stage3Mpi, PcgradWithConflictsEqualsOneRank) {
       torch::NoGradGuard ng;
       for (auto& p : dae->parameters()) p.add_(torch::randn_like(p) * 0.05);
     }
-    save_dae(dae, 0.04, dir + "/dae");
+    dae->set_sigma0(0.04);
+    dae->save(dir + "/dae");
     make_inverter(cfg, 16, t.tok->vocab_size())->save(dir + "/inverter");
   });
   {

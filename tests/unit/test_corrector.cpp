@@ -4,9 +4,9 @@
 #include "../support/test_seed.h"
 #include "cli/config_guard.h"
 #include "core/config.h"
+#include "data/eval_split.h"
 #include "eval/evaluate.h"
 #include "stages/recipes/stage4.h"
-#include "stages/loop/data_source.h"
 
 using namespace daei;
 using namespace daei::corrector_test;

@@ -18,6 +18,7 @@
 #include "dist/communicator.h"
 #include "model/attack/corrector.h"
 #include "model/attack/inverter.h"
+#include "model/net/t5_pretrained.h"
 #include "stages/recipes/pretrain.h"
 #include "stages/recipes/stage2.h"
 #include "stages/loop/trainer.h"

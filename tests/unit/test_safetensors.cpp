@@ -208,7 +208,8 @@ TEST(ModuleFolder, DaeRoundTripKeepsEveryTensor) {
     for (auto& p : dae->parameters()) p.copy_(torch::randn(p.sizes()));
     for (auto& b : dae->buffers()) b.copy_(torch::randn(b.sizes()));
   }
-  daei::save_dae(dae, 0.05, dir);
+  dae->set_sigma0(0.05);
+  dae->save(dir);
   // dae.json: the DaeOptions fields and σ₀, sorted, indented by 2 (later stages and Python read it).
   EXPECT_EQ(daei::read_file(dir + "/dae.json"),
             "{\n  \"depth\": 2,\n  \"dim\": 8,\n  \"dropout\": 0.1,\n  \"hidden\": 16,\n  \"power_iterations\": 1,\n"
@@ -216,9 +217,8 @@ TEST(ModuleFolder, DaeRoundTripKeepsEveryTensor) {
   // model.safetensors: the module's PyTorch names, no metadata.
   EXPECT_EQ(daei::read_file(dir + "/model.safetensors"), daei::serialize_safetensors(daei::module_state(*dae)));
 
-  double sigma0 = 0;
-  daei::Dae back = daei::load_dae(dir, &sigma0);
-  EXPECT_EQ(sigma0, 0.05);
+  daei::Dae back = daei::Dae::load(dir);
+  EXPECT_EQ(back->sigma0(), 0.05);
   EXPECT_FALSE(back->is_training());
   EXPECT_EQ(back->options().hidden, 16);
   EXPECT_EQ(back->options().depth, 2);
@@ -231,8 +231,8 @@ TEST(ModuleFolder, DaeRoundTripKeepsEveryTensor) {
   }
   EXPECT_EQ(daei::load_safetensors(dir + "/model.safetensors").size(), want.size());
 
-  EXPECT_NO_THROW(daei::load_dae_for(dir, 0.05, &sigma0));
-  EXPECT_THROW(daei::load_dae_for(dir, 0.1, &sigma0), daei::Error);
+  EXPECT_EQ(daei::Dae::load_for(dir, 0.05)->sigma0(), 0.05);
+  EXPECT_THROW(daei::Dae::load_for(dir, 0.1), daei::Error);
   daei::write_file_atomic(dir + "/dae.json", "{\"dim\": 8}");
-  EXPECT_THROW(daei::load_dae(dir), daei::Error);
+  EXPECT_THROW(daei::Dae::load(dir), daei::Error);
 }

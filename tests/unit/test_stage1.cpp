@@ -163,9 +163,8 @@ TEST(Trainer, ResumeIsBitwiseOnOneRankAndSigusr1Exits75) {
   ASSERT_EQ(ta.size(), tb.size());
   for (auto& [k, v] : ta) EXPECT_TRUE(torch::equal(v, tb.at(k))) << k;
   EXPECT_TRUE(ta.count("input_proj.weight_orig") && ta.count("input_proj.weight_u") && ta.count("blocks.1.fc2.weight_v"));
-  double s0 = 0;
-  auto dae = load_dae(stage_final_dir(b) + "/dae", &s0);
-  EXPECT_DOUBLE_EQ(s0, 0.04);
+  auto dae = Dae::load(stage_final_dir(b) + "/dae");
+  EXPECT_DOUBLE_EQ(dae->sigma0(), 0.04);
   fs::remove_all(a);
   fs::remove_all(b);
 }

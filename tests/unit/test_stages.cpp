@@ -255,7 +255,7 @@ TEST(Stage3, LambdaZeroIsAStage1StepAndLeavesTheInverter) {
     cfg.set(s, "test");
   {
     Stage1 s1(cfg, one, t.dir + "/stage1", t.data, nullptr, false);
-    save_dae(s1.dae(), 0.04, t.dir + "/dae0");  // the starting point of both
+    s1.dae()->save(t.dir + "/dae0");  // the starting point of both (at the data's σ₀, 0.04)
     ASSERT_EQ(s1.run(), kExitOk);
   }
   make_inverter(cfg, 16, t.tok->vocab_size())->save(t.dir + "/inv0");
@@ -281,7 +281,8 @@ TEST(Stage3, ResumeIsBitwise) {
   {
     torch::manual_seed(test::seed(4));
     Dae dae(dae_options(cfg, 16));
-    save_dae(dae, 0.04, t.dir + "/dae0");
+    dae->set_sigma0(0.04);
+    dae->save(t.dir + "/dae0");
     make_inverter(cfg, 16, t.tok->vocab_size())->save(t.dir + "/inv0");
   }
   {
@@ -315,7 +316,8 @@ TEST(Stage3, SelectionByHeldoutScoreKeepsTheBestEvaluatedModels) {
   {
     torch::manual_seed(test::seed(4));
     Dae dae(dae_options(cfg, 16));
-    save_dae(dae, 0.04, t.dir + "/dae0");
+    dae->set_sigma0(0.04);
+    dae->save(t.dir + "/dae0");
     make_inverter(cfg, 16, t.tok->vocab_size())->save(t.dir + "/inv0");
   }
   auto rigged = [](std::shared_ptr<int> calls) {

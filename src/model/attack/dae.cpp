@@ -145,35 +145,34 @@ void DaeImpl::set_power_iteration(bool on) {
 // ---------------------------------------------------------------------------------------------------------------
 // The DAE's folder.
 
-Dae load_dae(const std::string& dir, double* sigma0_out) {
+Dae Dae::load(const std::string& dir) {
   const auto j = nlohmann::json::parse(read_file(dir + "/dae.json"));
   DaeOptions o;
   DaeOptions::fields(o, [&](const char* key, auto&) {
-    DAEI_CHECK(j.contains(key), "{}/dae.json: no '{}'", dir, key);  // every field written by save_dae
+    DAEI_CHECK(j.contains(key), "{}/dae.json: no '{}'", dir, key);  // every field written by save
   });
   read_json_fields(o, j, dir + "/dae.json");
   Dae dae(o);
   const std::string weights = dir + "/model.safetensors";
   load_module_state({{"", dae.ptr()}}, load_safetensors(weights), weights);
   dae->eval();
-  if (sigma0_out) *sigma0_out = j.at("sigma0").get<double>();
+  dae->set_sigma0(j.at("sigma0").get<double>());
   return dae;
 }
 
-Dae load_dae_for(const std::string& dir, double data_sigma, double* sigma0_out) {
-  double sigma0 = 0;
-  Dae dae = load_dae(dir, &sigma0);
+Dae Dae::load_for(const std::string& dir, double data_sigma) {
+  Dae dae = load(dir);
+  const double sigma0 = dae->sigma0();
   DAEI_CHECK(std::abs(sigma0 - data_sigma) <= 1e-6 * std::max(1e-12, sigma0),
              "{}: the DAE was trained at σ {} but the training cache is at σ {}", dir, sigma0, data_sigma);
-  if (sigma0_out) *sigma0_out = sigma0;
   return dae;
 }
 
-void save_dae(Dae& dae, double sigma0, const std::string& dir) {
-  save_module_folder(dir, *dae, "dae.json", dae_json_text(dae->options(), sigma0));
+void DaeImpl::save(const std::string& dir) const {
+  save_module_folder(dir, *this, "dae.json", dae_json_text(opt_, sigma0_));
 }
 
-void save_dae_config(const DaeOptions& options, double sigma0, const std::string& dir) {
-  write_file_atomic(dir + "/dae.json", dae_json_text(options, sigma0));
+void DaeImpl::save_config(const std::string& dir) const {
+  write_file_atomic(dir + "/dae.json", dae_json_text(opt_, sigma0_));
 }
 }  // namespace daei

@@ -78,6 +78,8 @@ class DaeBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DaeBlock);
 
+class Dae;
+
 class DaeImpl : public torch::nn::Module {
  public:
   explicit DaeImpl(const DaeOptions& o);
@@ -92,9 +94,17 @@ class DaeImpl : public torch::nn::Module {
   std::vector<SNLinear> normalized_layers() const;  // input_proj and every fc1, fc2 (for tests)
   void set_power_iteration(bool on);                 // on every normalised layer
   int64_t mask_width() const { return 2 * opt_.hidden; }
+  // σ₀: the release noise level the DAE is trained at and called with (dae.json's "sigma0"); 0 until set.
+  double sigma0() const { return sigma0_; }
+  void set_sigma0(double sigma0) { sigma0_ = sigma0; }
+  // Writes dir/model.safetensors + dir/dae.json (the folder Dae::load reads).
+  void save(const std::string& dir) const;
+  // Writes dir/dae.json alone (a checkpoint's, whose weights the Trainer saves with the other modules').
+  void save_config(const std::string& dir) const;
 
  private:
   DaeOptions opt_;
+  double sigma0_ = 0;
   torch::nn::LayerNorm norm_{nullptr};
   SNLinear input_proj_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
@@ -102,16 +112,16 @@ class DaeImpl : public torch::nn::Module {
   torch::nn::Linear output_proj_{nullptr};
   at::Tensor freqs_;  // buffer [16]
 };
-TORCH_MODULE(Dae);
 
-// A DAE built from dae.json in `dir` with the weights of dir/model.safetensors, in eval mode. sigma0_out: σ₀.
-Dae load_dae(const std::string& dir, double* sigma0_out = nullptr);
-// load_dae, refusing a DAE trained at another σ₀ than `data_sigma`, the σ of the noisy data it will denoise
-// (σ₀ returned).
-Dae load_dae_for(const std::string& dir, double data_sigma, double* sigma0_out);
-// Writes dir/model.safetensors + dir/dae.json (the folder load_dae reads).
-void save_dae(Dae& dae, double sigma0, const std::string& dir);
-// Writes dir/dae.json alone (a checkpoint's, whose weights the Trainer saves with the other modules').
-void save_dae_config(const DaeOptions& options, double sigma0, const std::string& dir);
+// TORCH_MODULE(Dae) written out, to hold the loaders of the DAE's folder.
+class Dae : public torch::nn::ModuleHolder<DaeImpl> {
+ public:
+  using torch::nn::ModuleHolder<DaeImpl>::ModuleHolder;
+  using Impl = DaeImpl;
+  // A DAE built from dae.json in `dir` (its options and σ₀) with the weights of dir/model.safetensors, in eval mode.
+  static Dae load(const std::string& dir);
+  // load, refusing a DAE trained at another σ₀ than `data_sigma`, the σ of the noisy data it will denoise.
+  static Dae load_for(const std::string& dir, double data_sigma);
+};
 
 }  // namespace daei

@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include "data/dataset.h"
+#include "data/eval_split.h"
 
 namespace daei {
 
@@ -15,16 +16,6 @@ class Config;
 
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
                                                      const std::string& split);
-
-// One split's rows, aligned: texts, clean and noisy embeddings, and the σ its noise was drawn at. From a cache only
-// through open_eval_split (src/eval/clean_cache.h: evaluation, which the stages do not link); the synthetic set's
-// clean rows are generated, not an embedder's, and it has no texts.
-struct EvalSplit {
-  std::string name;
-  std::vector<std::string> texts;
-  at::Tensor clean, noisy;  // float32 [n, d]
-  double sigma = 0;
-};
 
 // The synthetic set itself (deterministic in seed and split), and as the train.synthetic_* keys ask for it.
 EvalSplit synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t seed, const std::string& split);

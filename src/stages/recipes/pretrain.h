@@ -6,7 +6,7 @@
 //   encoder      the kept pieces, each noise span replaced by its own sentinel, then eos
 //   decoder      each span's sentinel followed by the span, then eos
 // Sentinel k is id V + k, V the tokenizer's vocabulary: the pretraining T5 has `pretrain.sentinels` extra rows,
-// which no inverter or corrector has; load_pretrained_t5 drops them. No embedding of any text is read, so the
+// which no inverter or corrector has; load_pretrained_t5 (model/net/t5_pretrained.h) drops them. No embedding of any text is read, so the
 // threat model allows it. Every inverter and fresh corrector of a run then starts from runs/NAME/pretrain/final/t5
 // (warm-started correctors through the inverter they copy), equally for all systems.
 #pragma once
@@ -21,7 +21,6 @@ namespace daei {
 
 class Config;
 class SplitMix;
-class T5ModelImpl;
 
 // T5's noise mask over n pieces (true = noise). n < 2: every piece is noise (nothing else can be asked).
 std::vector<bool> span_noise_mask(int64_t n, double noise_density, double mean_span_length, SplitMix& rng);
@@ -38,15 +37,5 @@ TextObjective pretrain_objective(const Config& cfg, int64_t tokenizer_vocab, int
 
 // The pretrained T5 an inverter or corrector of this run starts from ("" when pretrain.enabled is false).
 std::string pretrained_t5_dir(const Config& cfg, const std::string& run_dir);
-
-// What load_pretrained_t5 did with each tensor of the checkpoint.
-struct PretrainedLoad {
-  std::vector<std::string> copied;  // copied unchanged
-  std::vector<std::string> cut;     // token embeddings: the rows of the tokenizer's pieces copied, sentinels dropped
-};
-// Copies the pretrain stage's T5 (`dir` = final/t5) into `t5`, the T5 of an inverter or corrector of the same shape
-// over the tokenizer's vocabulary. Every tensor of the checkpoint goes into the model and every tensor of the model
-// comes from the checkpoint; a different shape, vocabulary or tensor set is refused naming the file.
-PretrainedLoad load_pretrained_t5(T5ModelImpl& t5, const std::string& dir);
 
 }  // namespace daei

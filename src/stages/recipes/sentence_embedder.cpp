@@ -15,9 +15,9 @@
 #include "data/run_layout.h"
 #include "dist/communicator.h"
 #include "model/net/bert.h"
+#include "model/net/t5_pretrained.h"
 #include "model/text/token_batch.h"
 #include "model/text/tokenizer_spm.h"
-#include "stages/recipes/pretrain.h"
 #include "stages/loop/trainer.h"
 
 namespace daei {

@@ -98,6 +98,7 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
   sched_.total_steps = cfg.integer("stage1.steps");
   DAEI_CHECK(sched_.sigma0 > 0, "stage 1: the training data's noise level σ₀ is {}; SURE needs σ₀ > 0", sched_.sigma0);
   DAEI_CHECK(sched_.sigma_max >= sched_.sigma0, "stage1.sigma.max_factor must be ≥ 1");
+  dae_->set_sigma0(sched_.sigma0);
   eval_rows_ = cfg.integer("stage1.eval_rows");
 
   auto opt = trainer_options(cfg, "stage1", stage_dir);
@@ -115,10 +116,8 @@ Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_d
     return out;
   };
   trainer_->terms = {"loss", "sure_sq", "sure_div", "sigma", "mse_reduction_est"};
-  trainer_->save_extra = [this](const std::string& dir) {
-    save_dae_config(dae_->options(), sched_.sigma0, dir);
-  };
-  trainer_->save_final = [this](const std::string& dir) { save_dae(dae_, sched_.sigma0, dir + "/dae"); };
+  trainer_->save_extra = [this](const std::string& dir) { dae_->save_config(dir); };
+  trainer_->save_final = [this](const std::string& dir) { dae_->save(dir + "/dae"); };
   if (val_ && opt.eval_every > 0) trainer_->evaluate = [this](int64_t) { return evaluate(*val_); };
 }
 

@@ -17,8 +17,8 @@
 #include "dist/communicator.h"
 #include "model/attack/dae.h"
 #include "model/attack/imported_models.h"
+#include "model/net/t5_pretrained.h"
 #include "stages/loop/heldout.h"
-#include "stages/recipes/pretrain.h"
 #include "stages/recipes/token_init.h"
 #include "stages/loop/trainer.h"
 
@@ -226,16 +226,15 @@ int InverterStage::run() {
 }
 
 InverterTrainData denoised_data(std::shared_ptr<const NoisyDataset> train, const std::string& dae_dir) {
-  double sigma0 = 0;
-  auto dae = std::make_shared<Dae>(load_dae_for(dae_dir, train->sigma(), &sigma0));
+  auto dae = std::make_shared<Dae>(Dae::load_for(dae_dir, train->sigma()));
   InverterTrainData d;
   d.rows = train->size();
   d.dim = train->dim();
   d.input = "denoised";
-  d.embeddings = [train, dae, sigma0](const std::vector<int64_t>& rows) {
+  d.embeddings = [train, dae](const std::vector<int64_t>& rows) {
     torch::NoGradGuard ng;
     auto y = train->noisy(rows);
-    return (*dae)->forward(y, torch::full({y.size(0)}, sigma0));
+    return (*dae)->forward(y, torch::full({y.size(0)}, (*dae)->sigma0()));
   };
   d.texts = [train](const std::vector<int64_t>& rows) { return train->texts(rows); };
   d.prefetch = [train](const std::vector<int64_t>& rows) { train->prefetch(rows, true); };

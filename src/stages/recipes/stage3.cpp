@@ -28,8 +28,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
                const std::string& inverter_dir, bool resume, bool force)
     : train_(std::move(train)), tok_(std::move(tok)), stage_dir_(stage_dir) {
   seed_ = attack_seed(cfg);  // stage 1's streams: with λ = 0 a step is a stage-1 step
-  double sigma0 = 0;
-  dae_ = load_dae_for(dae_dir, train_->sigma(), &sigma0);
+  dae_ = Dae::load_for(dae_dir, train_->sigma());
   inverter_ = Inverter(InverterImpl::load(inverter_dir));
   const at::Device device = train_device(cfg, comm.local_rank());
   dae_->to(device);
@@ -40,8 +39,8 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   sure_.probes = cfg.integer("stage1.sure.probes");
   sure_.fd_eps = cfg.real("stage1.sure.fd_eps");
   sched_.mode = "fixed";  // DAEI's stage 3 default: σ₀ throughout
-  sched_.sigma0 = sigma0;
-  sched_.sigma_max = sigma0;
+  sched_.sigma0 = dae_->sigma0();
+  sched_.sigma_max = dae_->sigma0();
   max_len_ = cfg.integer("inverter.max_length_train");
   max_len_eval_ = cfg.integer("inverter.max_length_eval");
   lambda_warmup_ = cfg.integer("stage3.lambda_warmup_steps");
@@ -97,7 +96,6 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   trainer_->combine = [this, n_inv, proj](GradSets& sets) {
     return combine_sure_ce(sets, trainer_->params(), n_inv, proj);
   };
-  sigma0_ = sigma0;
   trainer_->save_final = [this](const std::string& dir) {
     if (best_ && best_->has()) {  // selection: the final models are the best held-out ones, copied whole
       for (const char* m : {"dae", "inverter"})
@@ -105,7 +103,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
       LOG_INFO("[stage3] final models = step {} (held-out BLEU {:.4f}), selected", best_->step(), best_->score());
       return;
     }
-    save_dae(dae_, sigma0_, dir + "/dae");
+    dae_->save(dir + "/dae");
     inverter_->save(dir + "/inverter");
   };
 }
@@ -146,7 +144,7 @@ void Stage3::enable_heldout(const Config& cfg, Communicator& comm, std::shared_p
       ev["heldout_bleu"] = bleu;
       if (comm.is_root())
         best_->offer(step, bleu, [this](const std::string& dir) {
-          save_dae(dae_, sigma0_, dir + "/dae");
+          dae_->save(dir + "/dae");
           inverter_->save(dir + "/inverter");
         });
     }

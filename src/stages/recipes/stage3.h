@@ -59,7 +59,6 @@ class Stage3 {
   PairScore select_;
   std::unique_ptr<BestKeeper> best_;
   std::string stage_dir_;
-  double sigma0_ = 0;
 };
 
 }  // namespace daei

@@ -1,6 +1,5 @@
 // Stage 4, paper §III-D: the corrector behind the frozen DAE shield (what and why: stage4.h).
 #include "stages/recipes/stage4.h"
-#include "stages/recipes/pretrain.h"
 
 #include <torch/torch.h>
 
@@ -11,6 +10,7 @@
 #include "dist/communicator.h"
 #include "model/attack/corrector.h"
 #include "model/attack/dae.h"
+#include "model/net/t5_pretrained.h"
 #include "model/text/token_batch.h"
 #include "stages/loop/heldout.h"
 #include "stages/recipes/stage2.h"
@@ -52,7 +52,7 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
     data_.train = std::make_shared<PrefixDataset>(data_.train, data_.hyps->size());
   const at::Device device = train_device(cfg, comm.local_rank());
   if (!data_.dae_dir.empty()) {
-    dae_ = load_dae_for(data_.dae_dir, data_.train->sigma(), &sigma0_);  // frozen: the DAE shield
+    dae_ = Dae::load_for(data_.dae_dir, data_.train->sigma());  // frozen: the DAE shield
     dae_->to(device);
     dae_->eval();
     for (auto& p : dae_->parameters()) p.set_requires_grad(false);
@@ -127,7 +127,7 @@ Stage4::~Stage4() = default;
 
 at::Tensor Stage4::shield(const at::Tensor& y) {
   if (!dae_) return y;
-  return dae_->forward(y, torch::full({y.size(0)}, sigma0_, y.options()));
+  return dae_->forward(y, torch::full({y.size(0)}, dae_->sigma0(), y.options()));
 }
 
 int Stage4::run() {
@@ -135,7 +135,7 @@ int Stage4::run() {
   for (const auto& p : corrector_->parameters()) n += p.numel();
   if (dae_)
     LOG_INFO("[{}] corrector ({}): {} parameters behind the frozen DAE of {} (σ₀ {}), {} rows", chain_.folder,
-             chain_.system, n, chain_.dae_stage, sigma0_, data_.train->size());
+             chain_.system, n, chain_.dae_stage, dae_->sigma0(), data_.train->size());
   else
     LOG_INFO("[{}] corrector ({}): {} parameters, no DAE (targets y, hypotheses f̃(x̂)), {} rows", chain_.folder,
              chain_.system, n, data_.train->size());

@@ -57,7 +57,6 @@ class Stage4 {
   CorrectorStageData data_;
   std::shared_ptr<SpmTokenizer> tok_;
   Dae dae_{nullptr};
-  double sigma0_ = 0;
   std::shared_ptr<CorrectorImpl> corrector_;
   int64_t max_len_, hyp_len_;
   std::unique_ptr<Trainer> trainer_;
