@@ -1,12 +1,18 @@
 // Issue 48: each generator's decoding keys reach its decoder, and only its own. eval.* decodes the evaluation's
-// inverter rows, correct.* the correctors' search at eval, hypotheses.* the correctors' training hypotheses (their
-// cache: test_hypotheses.cpp).
+// inverter rows and stage 3's selection, correct.* the correctors' search at eval, hypotheses.* the correctors'
+// training hypotheses (their cache: test_hypotheses.cpp).
 #include <tuple>
 
 #include "../support/corrector_fixtures.h"
+#include "../support/toy_run.h"
 #include "core/config.h"
+#include "dist/communicator.h"
 #include "eval/systems.h"
 #include "model/net/generate.h"
+#include "stages/loop/trainer.h"
+#include "stages/recipes/stage1.h"
+#include "stages/recipes/stage2.h"
+#include "stages/recipes/stage3.h"
 
 using namespace daei;
 using namespace daei::corrector_test;
@@ -148,3 +154,47 @@ TEST(DecodingChains, CorrectKeysChangeTheCorrectorsCandidates) {
   EXPECT_GT(wider.size(), plain.size());  // s·s candidates a text a round: more beams, more to query
 }
 
+// eval.* reaches stage 3's selection (stage3.select_by heldout_bleu), which decodes the held-out rows as the
+// evaluation's inverter rows do (it decoded greedily without the controls before). One evaluation, at the last
+// step: the recoveries the score saw are the final models' decoded with eval.*, which here differ from a plain
+// greedy decode.
+TEST(DecodingChains, EvalKeysReachStage3sSelection) {
+  TempDir dir("decoding-stage3");
+  LocalCommunicator one;
+  auto data = test::toy_dataset(test::toy_texts(48), 16, 0.04);
+  auto tok = run_tokenizer(test::toy_config(1, 4), one, dir.str(), *data);
+  auto cfg = test::toy_config(2, 8);
+  for (const std::string s : {"stage3.eval_every=2", "train.heldout_rows=5", "stage3.lambda_warmup_steps=0",
+                              "eval.num_beams=2", "eval.no_repeat_ngram_size=1", "eval.repetition_penalty=1.5",
+                              "eval.length_penalty=0.5"})
+    cfg.set(s, "test");
+  {
+    torch::manual_seed(test::seed(4));
+    Dae dae(dae_options(cfg, 16));
+    save_dae(dae, 0.04, dir.str() + "/dae0");
+    make_inverter(cfg, 16, tok->vocab_size())->save(dir.str() + "/inv0");
+  }
+  std::vector<std::string> seen;
+  {
+    Stage3 s(cfg, one, dir.str() + "/sel", data, tok, dir.str() + "/dae0", dir.str() + "/inv0", false, false);
+    s.select_by([&seen](const std::string& hyp, const std::string&) {
+      seen.push_back(hyp);
+      return 0.5;
+    });
+    s.enable_heldout(cfg, one, data);
+    ASSERT_EQ(s.run(), kExitOk);
+  }
+  ASSERT_EQ(seen.size(), 5u);
+  double sigma0 = 0;
+  Dae dae = load_dae(dir.str() + "/sel/final/dae", &sigma0);
+  auto inv = InverterImpl::load(dir.str() + "/sel/final/inverter");
+  dae->eval();
+  inv->eval();
+  torch::NoGradGuard ng;
+  const auto y = data->noisy({0, 1, 2, 3, 4});
+  const auto e = dae->forward(y, torch::full({y.size(0)}, sigma0, y.options()));
+  EXPECT_EQ(seen, tok->decode_batch(inv->generate(e, eval_decoding(cfg))));
+  GenerateOptions greedy;
+  greedy.max_length = cfg.integer("inverter.max_length_eval");
+  EXPECT_NE(seen, tok->decode_batch(inv->generate(e, greedy)));  // else the test could not tell the two apart
+}
