@@ -56,7 +56,7 @@ CorrectionOptions correction_options(const Config& cfg, const EvalContext& c) {
   co.max_length = c.max_length_eval;
   co.gen_batch = c.batch_size;
   co.queries_per_candidate = cfg.integer("correct.queries_per_candidate");
-  co.decoding = decoding_from_config(cfg, "correct", "beam");
+  co.decoding = correct_decoding(cfg);
   return co;
 }
 
@@ -132,7 +132,7 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
   c.embedder_id = cfg.str("embedder.kind") == "glove" ? "glove-100d" : c.clean_embedder->id();
   c.max_length_eval = cfg.integer("inverter.max_length_eval");
   c.batch_size = cfg.integer("eval.batch_size");
-  c.decoding = decoding_from_config(cfg, "eval", "num_beams");
+  c.decoding = eval_decoding(cfg);
   c.clean_inv = load_inverter_if(layout, "clean-inverter");
   c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
   c.wiener_inv = load_inverter_if(layout, "wiener-inverter");

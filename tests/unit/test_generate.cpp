@@ -366,6 +366,7 @@ TEST(Generate, GreedyAndBeamHonourNoRepeatNgramAndPenaltyPlacement) {
 // Issue 34: a tiny seeded T5 (tests/fixtures/models/beam_search) decoded by an independent Python re-implementation of
 // Hugging Face transformers 4.33's beam search (BeamSearchScorer / BeamHypotheses, processors on the log-probabilities,
 // length = hypothesis with the start token and without eos); beams and scores must be identical, cache on and off.
+// The cases include fewer returned sequences than beams and length penalties above 1 and below 0 (issue 48).
 TEST(Generate, BeamSearchEqualsHuggingFaceReference) {
   const std::string dir = std::string(DAEI_FIXTURES) + "/models/beam_search";
   auto m = daei::T5ModelImpl::from_pretrained(dir);
@@ -376,8 +377,9 @@ TEST(Generate, BeamSearchEqualsHuggingFaceReference) {
   std::ifstream f(dir + "/expected.json");
   ASSERT_TRUE(f.good()) << dir << "/expected.json missing";
   const auto expected = nlohmann::json::parse(f);
-  ASSERT_GE(expected.at("cases").size(), 5u);
+  ASSERT_GE(expected.at("cases").size(), 10u);
   double max_diff = 0;
+  int fewer_returned = 0, penalty_above_1 = 0, penalty_below_0 = 0;
   for (const auto& c : expected.at("cases")) {
     daei::GenerateOptions o;
     o.num_beams = c.at("num_beams").get<int64_t>();
@@ -386,6 +388,9 @@ TEST(Generate, BeamSearchEqualsHuggingFaceReference) {
     o.no_repeat_ngram_size = c.at("no_repeat_ngram_size").get<int64_t>();
     o.num_return_sequences = c.at("num_return_sequences").get<int64_t>();
     o.max_length = c.at("max_length").get<int64_t>();
+    fewer_returned += o.num_return_sequences < o.num_beams;
+    penalty_above_1 += o.length_penalty > 1;
+    penalty_below_0 += o.length_penalty < 0;
     const auto& seqs = c.at("sequences");
     const auto& scores = c.at("scores");
     const int64_t rows = static_cast<int64_t>(seqs.size()), width = static_cast<int64_t>(seqs.at(0).size());
@@ -406,6 +411,9 @@ TEST(Generate, BeamSearchEqualsHuggingFaceReference) {
       }
     }
   }
+  EXPECT_GE(fewer_returned, 2);
+  EXPECT_GE(penalty_above_1, 1);
+  EXPECT_GE(penalty_below_0, 2);
   std::printf("[generate] beam search vs the Hugging Face reference: %zu cases, max |score diff| %.2e\n",
               expected.at("cases").size(), max_diff);
 }

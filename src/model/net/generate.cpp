@@ -99,16 +99,21 @@ void check_inputs(const T5ModelImpl& m, const torch::Tensor& e, const torch::Ten
              "generate: num_return_sequences {} must be in [1, num_beams {}]", o.num_return_sequences, o.num_beams);
 }
 
-}  // namespace
-
+// A generator's decoding from SECTION (eval, correct, hypotheses); BEAMS_KEY names its beams.
 GenerateOptions decoding_from_config(const Config& cfg, const std::string& section, const std::string& beams_key) {
   GenerateOptions g;
+  g.max_length = cfg.integer("inverter.max_length_eval");
   g.num_beams = cfg.integer(section + "." + beams_key);
   g.no_repeat_ngram_size = cfg.integer(section + ".no_repeat_ngram_size");
   g.repetition_penalty = cfg.real(section + ".repetition_penalty");
   g.length_penalty = cfg.real(section + ".length_penalty");
   return g;
 }
+}  // namespace
+
+GenerateOptions eval_decoding(const Config& cfg) { return decoding_from_config(cfg, "eval", "num_beams"); }
+GenerateOptions correct_decoding(const Config& cfg) { return decoding_from_config(cfg, "correct", "beam"); }
+GenerateOptions hypotheses_decoding(const Config& cfg) { return decoding_from_config(cfg, "hypotheses", "num_beams"); }
 
 std::string describe_decoding(const GenerateOptions& o) {
   std::string s = o.num_beams == 1 ? "greedy" : fmt::format("beam {}", o.num_beams);

@@ -48,9 +48,15 @@ struct GenerateOutput {
 
 // inputs_embeds (B, S, d_model) fed to the encoder; attention_mask (B, S) 1/0. Runs under NoGradGuard and
 // leaves the model's train/eval mode as it was (call model.eval() first to disable dropout).
-// A generator's decoding from config: SECTION.BEAMS_KEY beams, SECTION.no_repeat_ngram_size,
-// SECTION.repetition_penalty and SECTION.length_penalty (eval, correct, hypotheses); max_length stays the caller's.
-GenerateOptions decoding_from_config(const Config& cfg, const std::string& section, const std::string& beams_key);
+// Each generator's decoding, from its own config section: beams, no_repeat_ngram_size, repetition_penalty and
+// length_penalty, max_length inverter.max_length_eval (the one place a chain's keys are mapped; tests/unit/
+// test_decoding_chains.cpp asserts each key reaches its chain alone).
+// eval.*: the evaluation's inverter rows, and stage 3's held-out selection, which decodes as they do.
+GenerateOptions eval_decoding(const Config& cfg);
+// correct.*: the correctors' search at eval; num_beams is correct.beam (s, also the sequences kept per text).
+GenerateOptions correct_decoding(const Config& cfg);
+// hypotheses.*: the inverters' hypotheses a corrector trains on.
+GenerateOptions hypotheses_decoding(const Config& cfg);
 // "greedy" or "beam 4", with ", no_repeat_ngram_size 3", ", repetition_penalty 1.2", ", length_penalty 0.8" where set.
 std::string describe_decoding(const GenerateOptions& opt);
 

@@ -37,7 +37,7 @@ HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, co
   o.max_rows = source_split == "train" ? cfg.integer("hypotheses.max_rows") : cfg.integer("train.heldout_rows");
   o.batch_size = cfg.integer("hypotheses.batch_size");
   o.queries_per_text = cfg.integer("hypotheses.queries_per_text");
-  o.decoding = decoding_from_config(cfg, "hypotheses", "num_beams");
+  o.decoding = hypotheses_decoding(cfg);
   o.dtype = cfg.str("cache.dtype");
   return o;
 }

@@ -42,7 +42,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   sched_.sigma0 = dae_->sigma0();
   sched_.sigma_max = dae_->sigma0();
   max_len_ = cfg.integer("inverter.max_length_train");
-  max_len_eval_ = cfg.integer("inverter.max_length_eval");
+  select_decoding_ = eval_decoding(cfg);  // the selection scores recoveries as the evaluation's rows decode them
   lambda_warmup_ = cfg.integer("stage3.lambda_warmup_steps");
   lambda_max_ = cfg.real("stage3.lambda_max");
   const std::string proj = cfg.str("stage3.pcgrad");
@@ -129,12 +129,10 @@ void Stage3::enable_heldout(const Config& cfg, Communicator& comm, std::shared_p
     };
     std::map<std::string, double> ev{{"heldout_ce", heldout_ce(comm, rows, batch, *inverter_, f)}};
     if (select_) {
-      GenerateOptions greedy;
-      greedy.max_length = max_len_eval_;
       HeldOutScores score = [&](const std::vector<int64_t>& r) {
         auto y = val_->noisy(r).to(device);
         auto e = dae_->forward(y, torch::full({y.size(0)}, sched_.sigma0, y.options()));
-        const auto hyps = tok_->decode_batch(inverter_->generate(e, greedy).cpu());
+        const auto hyps = tok_->decode_batch(inverter_->generate(e, select_decoding_).cpu());
         const auto refs = val_->texts(r);
         std::vector<double> out;
         for (size_t i = 0; i < hyps.size(); ++i) out.push_back(select_(hyps[i], refs[i]));

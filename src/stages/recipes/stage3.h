@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "model/attack/dae.h"
 #include "model/attack/inverter.h"
+#include "model/net/generate.h"
 #include "model/text/tokenizer_spm.h"
 #include "stages/recipes/sure.h"
 
@@ -36,8 +37,9 @@ class Stage3 {
   // The held-out CE of inverter(DAE(y, σ₀)) on the first train.heldout_rows rows of `val` (every stage3.eval_every
   // steps, DAE and inverter in eval mode). Collective, like run().
   void enable_heldout(const Config& cfg, Communicator& comm, std::shared_ptr<const NoisyDataset> val);
-  // Before enable_heldout: each evaluation also decodes the held-out rows greedily, scores each recovery with
-  // `score` (logged as heldout_bleu), keeps the best models in stage3/best/ and makes them the final ones.
+  // Before enable_heldout: each evaluation also decodes the held-out rows with eval.*'s decoding (eval_decoding, as
+  // the evaluation's inverter rows), scores each recovery with `score` (logged as heldout_bleu), keeps the best
+  // models in stage3/best/ and makes them the final ones.
   void select_by(PairScore score);
   int run();
   Dae& dae() { return dae_; }
@@ -52,11 +54,12 @@ class Stage3 {
   SureOptions sure_;
   SigmaSchedule sched_;
   uint64_t seed_;
-  int64_t max_len_, max_len_eval_, lambda_warmup_;
+  int64_t max_len_, lambda_warmup_;
   double lambda_max_;
   bool whole_;
   std::unique_ptr<Trainer> trainer_;
   PairScore select_;
+  GenerateOptions select_decoding_;
   std::unique_ptr<BestKeeper> best_;
   std::string stage_dir_;
 };
