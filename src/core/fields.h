@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -74,7 +75,7 @@ std::string json_fields_text(const T& obj, nlohmann::json head = nlohmann::json:
 }
 
 // A visitor for T::fields that reads `section.name` into each field, with the getter of the field's type (bool:
-// flag, integer: integer, floating point: real, else str). A key the config lacks is skipped (the field keeps its
+// flag, integer: integer, floating point: real, list of numbers: reals, list of strings: strings, else str). A key the config lacks is skipped (the field keeps its
 // value) when skip_missing, else it fails as the getter fails: option structs whose keys the defaults all define
 // keep that failure. A struct whose keys lie in two sections (train.* and stageK.*) lists each section's fields in
 // its own function and reads each with its own visitor.
@@ -89,6 +90,10 @@ inline auto config_reader(const Config& cfg, const std::string& section, bool sk
       field = static_cast<F>(cfg.integer(k));
     else if constexpr (std::is_floating_point_v<F>)
       field = static_cast<F>(cfg.real(k));
+    else if constexpr (std::is_same_v<F, std::vector<double>>)
+      field = cfg.reals(k);
+    else if constexpr (std::is_same_v<F, std::vector<std::string>>)
+      field = cfg.strings(k);
     else
       field = cfg.str(k);
   };

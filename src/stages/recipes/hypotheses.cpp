@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -20,6 +21,7 @@
 #include "model/net/generate.h"
 #include "model/attack/inverter.h"
 #include "model/text/tokenizer_spm.h"
+#include "stages/recipes/shared_options.h"
 
 namespace daei {
 
@@ -30,15 +32,16 @@ HypothesisCacheOptions HypothesisCacheOptions::from_config(const Config& cfg, co
   o.train_cache_dir = layout.cache(source_split);
   o.cache_dir = layout.cache(split);
   o.split = split;
-  o.shard_rows = cfg.integer("cache.shard_rows");
+  fields(o, config_reader(cfg, "hypotheses"));
+  if (source_split != "train") o.max_rows = HeldoutOptions::from_config(cfg).rows;
+  CacheBuildOptions cache;  // the cache.* keys, as every cache is written
+  CacheBuildOptions::fields(cache, config_reader(cfg, "cache"));
+  o.shard_rows = cache.shard_rows;
+  o.dtype = cache.dtype;
   // The corrector reads hypotheses of inverter.max_length_eval tokens (training and evaluation alike): decode them
   // at that length. A cache decoded at another length has another source digest and is refused on resume.
-  o.max_length = cfg.integer("inverter.max_length_eval");
-  o.max_rows = source_split == "train" ? cfg.integer("hypotheses.max_rows") : cfg.integer("train.heldout_rows");
-  o.batch_size = cfg.integer("hypotheses.batch_size");
-  o.queries_per_text = cfg.integer("hypotheses.queries_per_text");
+  o.max_length = InverterOptions::from_config(cfg).max_length_eval;
   o.decoding = hypotheses_decoding(cfg);
-  o.dtype = cfg.str("cache.dtype");
   return o;
 }
 

@@ -49,9 +49,14 @@ struct HypothesisCacheOptions {
   // reference (eval/reference.h) passes the clean rows, tagged "clean" in the source digest and the manifest.
   std::function<at::Tensor(int64_t, int64_t)> input_rows;
   std::string input_tag;
-  // From config: cache.shard_rows, cache.dtype, hypotheses.batch_size, max_length = inverter.max_length_eval, and
-  // max_rows = hypotheses.max_rows for the train split, train.heldout_rows for another (the held-out CE's rows);
-  // run_dir/cache/<source_split> → run_dir/cache/<split>.
+  // The hypotheses.* keys besides the decoding's (decoding_from_config), listed once (core/fields.h).
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("max_rows", s.max_rows), v("batch_size", s.batch_size), v("queries_per_text", s.queries_per_text);
+  }
+  // From config: fields(), cache.shard_rows, cache.dtype, max_length = inverter.max_length_eval, and for a split
+  // other than train max_rows = train.heldout_rows (the held-out CE's rows); run_dir/cache/<source_split> →
+  // run_dir/cache/<split>.
   static HypothesisCacheOptions from_config(const Config& cfg, const std::string& run_dir,
                                             const std::string& source_split = "train",
                                             const std::string& split = "hyp-train");

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
@@ -18,6 +19,7 @@
 #include "model/net/t5_pretrained.h"
 #include "model/text/token_batch.h"
 #include "model/text/tokenizer_spm.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/loop/trainer.h"
 
 namespace daei {
@@ -76,19 +78,25 @@ at::Tensor in_batch_loss_for_rank(Communicator& comm, const at::Tensor& z1, cons
   return full * static_cast<double>(global_rows);
 }
 
+EmbedderTrainOptions EmbedderTrainOptions::from_config(const Config& cfg) {
+  EmbedderTrainOptions o;
+  fields(o, config_reader(cfg, "embedder_train"));
+  return o;
+}
+
 EmbedderStage::EmbedderStage(const Config& cfg, Communicator& comm, const std::string& stage_dir,
                              EmbedderStageData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force)
-    : data_(std::move(data)), tok_(std::move(tok)), comm_(comm) {
+    : data_(std::move(data)), tok_(std::move(tok)), comm_(comm), options_(EmbedderTrainOptions::from_config(cfg)) {
   DAEI_CHECK(data_.train.rows > 0 && data_.train.texts, "[embedder] no training texts");
-  max_length_ = cfg.integer("embedder_train.max_length");
-  temperature_ = cfg.real("embedder_train.temperature");
-  symmetric_ = cfg.flag("embedder_train.symmetric");
-  report_sigmas_ = cfg.reals("embedder_train.report_sigmas");
-  seed_ = static_cast<uint64_t>(cfg.integer("run.seed"));
+  auto opt = trainer_options(cfg, "embedder_train", stage_dir);
+  opt.tag = "embedder";
+  opt.resume = resume;
+  opt.force = force;
+  seed_ = opt.seed;  // run.seed: the embedder is work the training seeds share (trainer_options)
   T5Config c = lm_t5_config(cfg, tok_->vocab_size());
-  c.dropout_rate = cfg.real("embedder_train.dropout");  // SimCSE's augmentation: the two views differ by dropout
+  c.dropout_rate = options_.dropout;  // SimCSE's augmentation: the two views differ by dropout
   torch::manual_seed(splitmix64(seed_ ^ 0xE3BEDULL));
-  model_ = ContextualEmbedder(c, cfg.integer("embedder_train.dim"));
+  model_ = ContextualEmbedder(c, options_.dim);
   if (!data_.pretrained_dir.empty()) {
     load_pretrained_encoder(*model_, cfg, data_.pretrained_dir);
     LOG_INFO("[embedder] T5 encoder starts from {}", data_.pretrained_dir);
@@ -98,12 +106,7 @@ EmbedderStage::EmbedderStage(const Config& cfg, Communicator& comm, const std::s
   const at::Device device = train_device(cfg, comm.local_rank());
   model_->to(device);
   model_->train();
-  auto opt = trainer_options(cfg, "embedder_train", stage_dir);
-  opt.tag = "embedder";
-  opt.resume = resume;
-  opt.force = force;
-  ParamGroupSpec g{"embedder", model_->parameters(), cfg.real("embedder_train.lr"),
-                   cfg.real("embedder_train.weight_decay"), 0.0};
+  ParamGroupSpec g{"embedder", model_->parameters(), options_.lr, options_.weight_decay, 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.train.rows,
                                        ModuleList{{"", model_->t5.ptr()}, {"dense.", model_->dense.ptr()}},
                                        std::vector{g});
@@ -121,18 +124,18 @@ EmbedderStage::EmbedderStage(const Config& cfg, Communicator& comm, const std::s
     const int64_t rows = b.global_batch / b.accum, offset = comm_.rank() * n;
     double full = 0;
     LossOutput out;
-    out.loss = in_batch_loss_for_rank(comm_, z1, z2, offset, rows, temperature_, symmetric_, &full);
+    out.loss = in_batch_loss_for_rank(comm_, z1, z2, offset, rows, options_.temperature, options_.symmetric, &full);
     out.count = static_cast<double>(n);
     out.terms["loss"] = full;
     out.terms["pos_cos"] = (z1 * z2).sum(1).mean().item<double>();
     return out;
   };
   if (data_.train.prefetch) trainer_->prefetch = data_.train.prefetch;
-  if (cfg.integer("embedder_train.eval_every") > 0 && data_.val.rows > 0 && data_.val.texts) {
-    heldout_rows_ = std::min(cfg.integer("train.heldout_rows"), data_.val.rows);
+  if (opt.eval_every > 0 && data_.val.rows > 0 && data_.val.texts) {
+    heldout_rows_ = std::min(HeldoutOptions::from_config(cfg).rows, data_.val.rows);
     trainer_->evaluate = [this](int64_t step) { return heldout(step); };
   }
-  const int64_t max_length = max_length_;
+  const int64_t max_length = options_.max_length;
   trainer_->save_final = [this, max_length](const std::string& dir) {
     export_sentence_transformer(*model_, data_.tokenizer_file, max_length, dir + "/st");
     if (!data_.report_texts.empty()) write_report(dir);
@@ -144,7 +147,7 @@ EmbedderStage::~EmbedderStage() = default;
 void EmbedderStage::encode(const std::vector<std::string>& texts, at::Tensor& ids, at::Tensor& mask) const {
   std::vector<std::vector<int64_t>> rows;
   rows.reserve(texts.size());
-  for (const auto& t : texts) rows.push_back(tok_->encode(t, max_length_));
+  for (const auto& t : texts) rows.push_back(tok_->encode(t, options_.max_length));
   auto tb = pad_token_rows(rows, tok_->pad_id(), 1);
   ids = tb.input_ids;
   mask = tb.attention_mask;
@@ -188,7 +191,7 @@ std::map<std::string, double> EmbedderStage::heldout(int64_t) {
       auto z = model_->forward(torch::cat({ids, ids}), torch::cat({mask, mask}));
       const int64_t n = ids.size(0);
       auto z1 = z.narrow(0, 0, n), z2 = z.narrow(0, n, n);
-      loss += in_batch_contrastive_loss(z1, z2, temperature_, symmetric_).item<double>();
+      loss += in_batch_contrastive_loss(z1, z2, options_.temperature, options_.symmetric).item<double>();
       align += (z1 - z2).pow(2).sum(1).mean().item<double>();
       ++batches;
     }
@@ -208,8 +211,8 @@ int EmbedderStage::run() {
   const auto& c = model_->t5->cfg;
   LOG_INFO("[embedder] SimCSE ({}, τ {}, dropout {}) on {} training texts, no embeddings: {} parameters (T5 encoder "
            "d_model {}, {} layers, vocab {}; mean pool, dense {} → {}, L2)",
-           symmetric_ ? "symmetric" : "one direction", temperature_, c.dropout_rate, data_.train.rows, n, c.d_model,
-           c.num_layers, c.vocab_size, c.d_model, model_->dense->weight.size(0));
+           options_.symmetric ? "symmetric" : "one direction", options_.temperature, c.dropout_rate, data_.train.rows,
+           n, c.d_model, c.num_layers, c.vocab_size, c.d_model, model_->dense->weight.size(0));
   return trainer_->run();
 }
 

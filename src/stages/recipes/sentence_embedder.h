@@ -82,6 +82,27 @@ struct RecallAt1 {
 };
 RecallAt1 recall_at_1(const at::Tensor& queries, const at::Tensor& clean);
 
+// The embedder_train.* keys the stage reads itself, read once by from_config (the values:
+// configs/defaults/embedder_train.yaml); steps, batch_size, grad_accum, schedule, warmup_steps, clip_norm and
+// eval_every are the Trainer's (trainer_options).
+struct EmbedderTrainOptions {
+  int64_t dim = 0, max_length = 0;
+  double temperature = 0, dropout = 0;
+  bool symmetric = false;
+  double lr = 0, weight_decay = 0;
+  int64_t report_texts = 0;
+  std::vector<double> report_sigmas;
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("dim", s.dim), v("max_length", s.max_length);
+    v("temperature", s.temperature), v("dropout", s.dropout), v("symmetric", s.symmetric);
+    v("lr", s.lr), v("weight_decay", s.weight_decay);
+    v("report_texts", s.report_texts), v("report_sigmas", s.report_sigmas);
+  }
+  static EmbedderTrainOptions from_config(const Config& cfg);
+};
+
 // Up to embedder_train.report_texts texts of the run's test split (corpus/test.jsonl), for the final report.
 std::vector<std::string> embedder_report_texts(const Config& cfg, const std::string& run_dir);
 
@@ -113,11 +134,9 @@ class EmbedderStage {
   ContextualEmbedder model_{nullptr};
   std::unique_ptr<Trainer> trainer_;
   Communicator& comm_;
-  int64_t max_length_ = 32, heldout_rows_ = 0;
-  double temperature_ = 0.05;
-  bool symmetric_ = true;
+  EmbedderTrainOptions options_;
+  int64_t heldout_rows_ = 0;
   uint64_t seed_ = 0;
-  std::vector<double> report_sigmas_;
 };
 
 }  // namespace daei

@@ -82,7 +82,7 @@ RecallAt1 recall_at_1(const at::Tensor& queries, const at::Tensor& clean) {
 }
 
 std::vector<std::string> embedder_report_texts(const Config& cfg, const std::string& run_dir) {
-  const int64_t most = cfg.integer("embedder_train.report_texts");
+  const int64_t most = EmbedderTrainOptions::from_config(cfg).report_texts;
   const std::string file = RunLayout(run_dir).corpus("test");
   std::vector<std::string> texts;
   if (most <= 0) return texts;
@@ -111,7 +111,7 @@ void EmbedderStage::write_report(const std::string& final_dir) {
   };
   add(0.0, clean);
   auto g = at::make_generator<at::CPUGeneratorImpl>(seed_ ^ 0x5E9027ULL);
-  for (double s : report_sigmas_) add(s, clean + s * torch::randn(clean.sizes(), g));
+  for (double s : options_.report_sigmas) add(s, clean + s * torch::randn(clean.sizes(), g));
   json rep{{"texts", texts.size()},
            {"split", "test"},
            {"dim", clean.size(1)},

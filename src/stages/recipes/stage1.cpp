@@ -25,6 +25,13 @@ DaeOptions dae_options(const Config& cfg, int64_t dim) {
   return o;
 }
 
+Stage1Options Stage1Options::from_config(const Config& cfg) {
+  Stage1Options o;
+  fields(o, config_reader(cfg, "stage1"));
+  SureOptions::fields(o.sure, config_reader(cfg, "stage1.sure"));
+  SigmaOptions::fields(o.sigma, config_reader(cfg, "stage1.sigma"));
+  return o;
+}
 
 std::vector<at::Tensor> dae_dropout_masks(Dae& dae, const Batch& b, uint64_t seed, uint64_t tag) {
   std::vector<at::Tensor> masks;
@@ -79,32 +86,31 @@ SureStep sure_step(Dae& dae, const NoisyDataset& data, const Batch& b, uint64_t 
 Stage1::Stage1(const Config& cfg, Communicator& comm, const std::string& stage_dir,
                std::shared_ptr<const NoisyDataset> train, std::shared_ptr<const NoisyDataset> val, bool resume, bool force)
     : comm_(comm), stage_dir_(stage_dir), train_(std::move(train)), val_(std::move(val)) {
+  const auto options = Stage1Options::from_config(cfg);
+  auto opt = trainer_options(cfg, "stage1", stage_dir);
+  opt.resume = resume;
+  opt.force = force;
   seed_ = attack_seed(cfg);
   torch::manual_seed(seed_);  // identical initial weights on every rank (rank 0's are broadcast anyway)
   dae_ = Dae(dae_options(cfg, train_->dim()));
   dae_->train();
-  sure_.divergence = cfg.str("stage1.sure.divergence");
-  sure_.probes = cfg.integer("stage1.sure.probes");
-  sure_.fd_eps = cfg.real("stage1.sure.fd_eps");
-  sched_.mode = cfg.str("stage1.sigma.mode");
+  sure_ = options.sure;
+  sched_.mode = options.sigma.mode;
   // σ₀ is the training data's σ (a remote release's σ̂); stage1.sigma.assumed overrides it to measure how the DAE
   // depends on a misestimated σ (the DAE then records that σ₀ and later stages refuse it against this cache).
-  const double assumed = cfg.real("stage1.sigma.assumed");
+  const double assumed = options.sigma.assumed;
   sched_.sigma0 = assumed > 0 ? assumed : train_->sigma();
   if (assumed > 0 && comm.is_root())
     LOG_WARN("[stage1] SURE assumes σ₀ = {} (stage1.sigma.assumed), the data is at σ {}", assumed, train_->sigma());
-  sched_.sigma_max = cfg.real("stage1.sigma.max_factor") * sched_.sigma0;
-  sched_.decay_fraction = cfg.real("stage1.sigma.decay_fraction");
-  sched_.total_steps = cfg.integer("stage1.steps");
+  sched_.sigma_max = options.sigma.max_factor * sched_.sigma0;
+  sched_.decay_fraction = options.sigma.decay_fraction;
+  sched_.total_steps = opt.total_steps;
   DAEI_CHECK(sched_.sigma0 > 0, "stage 1: the training data's noise level σ₀ is {}; SURE needs σ₀ > 0", sched_.sigma0);
   DAEI_CHECK(sched_.sigma_max >= sched_.sigma0, "stage1.sigma.max_factor must be ≥ 1");
   dae_->set_sigma0(sched_.sigma0);
-  eval_rows_ = cfg.integer("stage1.eval_rows");
+  eval_rows_ = options.eval_rows;
 
-  auto opt = trainer_options(cfg, "stage1", stage_dir);
-  opt.resume = resume;
-  opt.force = force;
-  ParamGroupSpec g{"dae", dae_->parameters(), cfg.real("stage1.lr"), cfg.real("stage1.weight_decay"), 0.0};
+  ParamGroupSpec g{"dae", dae_->parameters(), options.lr, options.weight_decay, 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(), ModuleList{{"", dae_.ptr()}}, std::vector{g});
 
   trainer_->prefetch = [this](const std::vector<int64_t>& rows) { train_->prefetch(rows, false); };

@@ -20,6 +20,34 @@ class Trainer;
 
 DaeOptions dae_options(const Config& cfg, int64_t dim);
 
+// The stage1.sigma.* keys: how SigmaSchedule is built around the data's σ₀ (evaluation reads `assumed` too).
+struct SigmaOptions {
+  std::string mode;           // fixed | log_uniform
+  double max_factor = 0;      // SigmaSchedule::sigma_max = max_factor · σ₀
+  double assumed = 0;         // > 0: the σ₀ SURE assumes instead of the data's
+  double decay_fraction = 0;
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("mode", s.mode), v("max_factor", s.max_factor), v("assumed", s.assumed), v("decay_fraction", s.decay_fraction);
+  }
+};
+
+// The stage1.* keys stage 1 reads itself, read once by from_config (the values: configs/defaults/stage1.yaml); steps,
+// batch_size, grad_accum, schedule, warmup_steps, clip_norm and eval_every are the Trainer's (trainer_options).
+struct Stage1Options {
+  int64_t eval_rows = 0;
+  double lr = 0, weight_decay = 0;
+  SureOptions sure;    // stage1.sure.*
+  SigmaOptions sigma;  // stage1.sigma.*
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("eval_rows", s.eval_rows), v("lr", s.lr), v("weight_decay", s.weight_decay);
+  }
+  static Stage1Options from_config(const Config& cfg);
+};
+
 struct Batch;
 
 // The stage-1 objective on one micro-batch (shared with stage 3): σ drawn from the schedule, extra noise, probes and

@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
@@ -13,6 +14,7 @@
 #include "model/net/t5_pretrained.h"
 #include "model/text/token_batch.h"
 #include "stages/loop/heldout.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage2.h"
 #include "stages/loop/trainer.h"
 
@@ -43,9 +45,18 @@ void check_aligned(const std::string& tag, const NoisyDataset& targets, const No
 }
 }  // namespace
 
+Stage4Options Stage4Options::from_config(const Config& cfg) {
+  Stage4Options o;
+  fields(o, config_reader(cfg, "stage4"));
+  return o;
+}
+
 Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chain, const std::string& stage_dir,
                CorrectorStageData data, std::shared_ptr<SpmTokenizer> tok, bool resume, bool force)
     : chain_(chain), data_(std::move(data)), tok_(std::move(tok)) {
+  const auto options = Stage4Options::from_config(cfg);
+  const auto inverter_options = InverterOptions::from_config(cfg);
+  const int64_t heldout_rows = HeldoutOptions::from_config(cfg).rows;
   const std::string& tag = chain_.folder;
   check_aligned(tag, *data_.train, *data_.hyps, "training");
   if (data_.hyps->size() < data_.train->size())
@@ -60,12 +71,12 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
   torch::manual_seed(splitmix64(attack_seed(cfg) ^ 0xC0AAEC7ULL));
   CorrectorConfig cc;
   cc.dim = data_.train->dim();
-  cc.repeat = cfg.integer("inverter.repeat_tokens");
+  cc.repeat = inverter_options.repeat_tokens;
   cc.t5 = inverter_config(cfg, data_.train->dim(), tok_->vocab_size()).t5;
   corrector_ = std::make_shared<CorrectorImpl>(cc);
-  if (cfg.flag("stage4.warm_start")) {
+  if (options.warm_start) {
     auto inverter = InverterImpl::load(data_.inverter_dir);
-    const std::string heads = cfg.str("stage4.warm_start_t2_t3");
+    const std::string& heads = options.warm_start_t2_t3;
     DAEI_CHECK(heads == "copy" || heads == "fresh", "stage4.warm_start_t2_t3 must be copy or fresh, got '{}'", heads);
     const auto copied = warm_start_corrector(*corrector_, *inverter, heads == "copy");
     LOG_INFO("[{}] warm start: {} tensors from {} (T5, T1{})", tag, copied.size(), data_.inverter_dir,
@@ -74,18 +85,18 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
     const auto r = load_pretrained_t5(*corrector_->t5, data_.pretrained_dir);
     LOG_INFO("[{}] T5 starts from the pretrained {} ({} tensors copied, {} cut to the tokenizer's pieces)", tag,
              data_.pretrained_dir, r.copied.size(), r.cut.size());
-  } else if (const std::string t5_dir = cfg.str("inverter.t5_dir"); !t5_dir.empty()) {
-    corrector_->t5->load_weights(t5_dir + "/model.safetensors");
+  } else if (!inverter_options.t5_dir.empty()) {
+    corrector_->t5->load_weights(inverter_options.t5_dir + "/model.safetensors");
   }
   corrector_->to(device);
   corrector_->train();
-  max_len_ = cfg.integer("inverter.max_length_train");
-  hyp_len_ = cfg.integer("inverter.max_length_eval");
+  max_len_ = inverter_options.max_length_train;
+  hyp_len_ = inverter_options.max_length_eval;
   auto opt = trainer_options(cfg, "stage4", stage_dir);
   opt.tag = tag;
   opt.resume = resume;
   opt.force = force;
-  ParamGroupSpec g{"corrector", corrector_->parameters(), cfg.real("stage4.lr"), cfg.real("stage4.weight_decay"), 0.0};
+  ParamGroupSpec g{"corrector", corrector_->parameters(), options.lr, options.weight_decay, 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.train->size(), ModuleList{{"", corrector_}}, std::vector{g});
   trainer_->terms = {"loss", "tokens", "hyp_cos"};
   trainer_->prefetch = [this](const std::vector<int64_t>& rows) {
@@ -113,8 +124,8 @@ Stage4::Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chai
   };
   if (data_.val && data_.hyps_val && opt.eval_every > 0) {
     check_aligned(tag, *data_.val, *data_.hyps_val, "validation");
-    const int64_t rows = std::min(cfg.integer("train.heldout_rows"), data_.hyps_val->size());
-    const int64_t batch = cfg.integer("stage4.batch_size");
+    const int64_t rows = std::min(heldout_rows, data_.hyps_val->size());
+    const int64_t batch = opt.global_batch;  // stage4.batch_size
     trainer_->evaluate = [this, rows, batch, batch_loss, &comm](int64_t) {
       HeldOutLoss f = [&](const std::vector<int64_t>& r) { return batch_loss(*data_.val, *data_.hyps_val, r, nullptr); };
       return std::map<std::string, double>{{"heldout_ce", heldout_ce(comm, rows, batch, *corrector_, f)}};

@@ -41,6 +41,22 @@ struct CorrectorStageData {
   std::string pretrained_dir;  // without warm start: the pretrain stage's T5 to start from ("" = none)
 };
 
+// The stage4.* keys the corrector stage reads itself, read once by from_config (the values:
+// configs/defaults/stage4.yaml); steps, batch_size, grad_accum, schedule, warmup_steps, clip_norm and eval_every are
+// the Trainer's (trainer_options), continued_corrector the catalogue's.
+struct Stage4Options {
+  double lr = 0, weight_decay = 0;
+  bool warm_start = false;
+  std::string warm_start_t2_t3;  // copy | fresh
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("lr", s.lr), v("weight_decay", s.weight_decay);
+    v("warm_start", s.warm_start), v("warm_start_t2_t3", s.warm_start_t2_t3);
+  }
+  static Stage4Options from_config(const Config& cfg);
+};
+
 class Stage4 {
  public:
   Stage4(const Config& cfg, Communicator& comm, const CorrectorChain& chain, const std::string& stage_dir,

@@ -18,6 +18,12 @@ struct SureOptions {
   std::string divergence = "hutchinson";  // hutchinson | fd
   int64_t probes = 5;                     // K
   double fd_eps = 0.01;                   // finite-difference step, relative to σ
+
+  // The stage1.sure.* keys (stage 3 reads them too), listed once (core/fields.h).
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("divergence", s.divergence), v("probes", s.probes), v("fd_eps", s.fd_eps);
+  }
 };
 
 struct SureTerms {
