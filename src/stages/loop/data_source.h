@@ -12,9 +12,11 @@
 namespace daei {
 
 class Config;
+class Release;
 
+// A split's noisy rows, checked against the σ of the run's release (its cache was noised at that σ).
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
-                                                     const std::string& split);
+                                                     const std::string& split, const Release& release);
 
 // One split's rows, aligned: texts, clean and noisy embeddings, and the σ its noise was drawn at. From a cache only
 // through open_eval_split (src/eval/clean_cache.h: evaluation, which the stages do not link); the synthetic set's
