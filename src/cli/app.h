@@ -15,6 +15,10 @@ namespace CLI {
 class App;
 }
 
+namespace daei {
+class Release;
+}
+
 namespace daei::cli {
 
 struct Context {
@@ -26,6 +30,14 @@ struct Context {
   // Writes the run's config.yaml (rank 0; once: later calls do nothing). main calls it before `run`, unless the
   // command saves it itself (SubcommandSpec::commits_config) once it holds its folder's lock.
   std::function<void()> commit_config = [] {};
+
+  // The release the run attacks, with its σ (Release::of_run: embedder.sigma, or a remote release's σ̂ from the run's
+  // estimate), resolved at the first call and passed down from there: the same for the whole command. `cache build`
+  // writes the estimate before its first call.
+  const Release& release();
+
+ private:
+  std::shared_ptr<const Release> release_;
 };
 
 // A subcommand's calls, bound to the options struct its parser fills (one struct per parser: two parses share

@@ -12,7 +12,7 @@
 #include "data/cache.h"
 #include "data/corpus.h"
 #include "data/run_layout.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 
 namespace daei::cli {
 namespace fs = std::filesystem;
@@ -56,7 +56,7 @@ int run_command(Context& ctx, const CacheBuildCommand& cmd) {
   const std::string estimate = RunLayout(ctx.run_dir).sigma_estimate();
   if (noise_is_remote(ctx.config) && !file_exists(estimate))
     ctx.comm->run_on_root([&] { write_sigma_estimate(ctx.config, estimate); });  // once per run, every split
-  auto emb = make_run_embedder(ctx.config, estimate);
+  auto emb = ctx.release().embedder();
   // Clean rows from the defender's model when the release is remote (refused without reference.embedder) or
   // reference.embedder names one.
   if (opt.clean && clean_rows_from_reference_model(ctx.config))

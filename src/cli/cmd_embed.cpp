@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/signals.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "model/release/http_embedder.h"
 #include "model/release/release_noise.h"
 

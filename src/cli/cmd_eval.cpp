@@ -17,7 +17,7 @@
 #include "eval/sweep.h"
 #include "eval/systems.h"
 #include "model/attack/dae.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "stages/recipes/stage1.h"
 
 namespace daei::cli {
@@ -74,13 +74,13 @@ int run_command(Context& ctx, const EvalCommand& cmd) {
   }
   int rc = kExitOk;
   if (sigmas.empty()) {
-    rc = run_eval(ctx.config, *ctx.comm, ctx.run_dir, cmd.split_files, ctx.command_line);
+    rc = run_eval(ctx.config, *ctx.comm, ctx.run_dir, ctx.release(), cmd.split_files, ctx.command_line);
     if (ctx.comm->is_root() && rc == kExitOk) std::cout << read_file(RunLayout(ctx.run_dir).eval_file("results.md"));
     if (!ctx.config.flag("eval.sweep")) return rc;
     sigmas = ctx.config.reals("eval.sweep_sigmas");
   }
   // Every rank: the sweep's texts are split over the ranks, rank 0 scores them and writes the files.
-  run_sigma_sweep(ctx.config, make_eval_context(ctx.config, ctx.run_dir, ctx.comm.get()), ctx.run_dir, sigmas,
+  run_sigma_sweep(ctx.config, make_eval_context(ctx.config, ctx.run_dir, ctx.release(), ctx.comm.get()), ctx.run_dir, sigmas,
                   ctx.command_line);
   if (ctx.comm->is_root()) std::cout << read_file(RunLayout(ctx.run_dir).eval_file("sigma_sweep.md"));
   return rc;

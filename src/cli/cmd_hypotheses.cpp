@@ -20,7 +20,7 @@
 #include "data/run_layout.h"
 #include "eval/reference.h"
 #include "model/attack/dae.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "stages/loop/data_source.h"
 #include "stages/recipes/hypotheses.h"
 #include "stages/recipes/stage1.h"
@@ -54,7 +54,7 @@ void validate_command(Context& ctx, const HypothesesCommand& cmd) {
 int run_command(Context& ctx, const HypothesesCommand& cmd) {
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
   const auto& c = chain(cmd);
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train", ctx.release());
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   Dae dae{nullptr};
   const RunLayout layout(ctx.run_dir);
@@ -67,7 +67,7 @@ int run_command(Context& ctx, const HypothesesCommand& cmd) {
   if (clean_hyps && !c.reference)
     LOG_WARN("[hyps] protocol.clean_hypotheses: the daei chain's hypotheses are embedded without noise (the paper's "
              "code; outside the threat model)");
-  auto emb = clean_hyps ? clean_hypothesis_embedder(ctx.config) : make_run_embedder(ctx.config, layout.sigma_estimate());
+  auto emb = clean_hyps ? clean_hypothesis_embedder(ctx.config) : ctx.release().embedder();
   std::vector<std::pair<std::string, std::string>> builds{{"train", c.hyp_split}};
   if (c.reference ? layout.clean_cache_complete("val") : layout.cache_complete("val"))
     builds.emplace_back("val", c.hyp_val_split());

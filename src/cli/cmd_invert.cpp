@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "data/run_layout.h"
 #include "eval/systems.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 
 namespace daei::cli {
 namespace {
@@ -55,7 +55,7 @@ const SystemSpec* pick_system(const std::vector<SystemSpec>& systems, const std:
 int run(Context& ctx, const InvertCommand& cmd) {
   if (!ctx.comm->is_root()) return kExitOk;
   torch::set_num_threads(static_cast<int>(ctx.config.integer("train.threads")));
-  EvalContext ec = make_eval_context(ctx.config, ctx.run_dir);
+  EvalContext ec = make_eval_context(ctx.config, ctx.run_dir, ctx.release());
   auto systems = available_systems(ec);
   if (cmd.list) {
     const SystemSpec* strongest = pick_system(systems, "");
@@ -74,7 +74,7 @@ int run(Context& ctx, const InvertCommand& cmd) {
   }
   DAEI_CHECK(best, "invert: no trained attack in {} (train stage 2 first)", ctx.run_dir);
   int64_t d = 0;  // every inverter of a run reads the release's dimension
-  for (const auto& inv : {ec.stage3_inv, ec.stage2_inv, ec.noisy_inv, ec.clean_inv})
+  for (const auto& inv : {ec.inverter("stage3"), ec.inverter("stage2"), ec.inverter("noisy-inverter"), ec.inverter("clean-inverter")})
     if (inv && !d) d = inv->cfg.dim;
   DAEI_CHECK(y.size(1) == d, "invert: {}: embeddings have dimension {}, the trained attack expects {}", cmd.files.input,
              y.size(1), d);
@@ -82,7 +82,7 @@ int run(Context& ctx, const InvertCommand& cmd) {
   sp.name = "invert";
   sp.noisy = y;
   sp.clean = y;
-  sp.sigma = release_sigma(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());  // the σ the release noised them at
+  sp.sigma = ctx.release().sigma();  // the σ the release noised them at
   sp.texts.assign(static_cast<size_t>(y.size(0)), "");
   auto run = best->recover(sp);
   std::string out;

@@ -15,7 +15,7 @@
 #include "data/run_layout.h"
 #include "eval/metrics.h"
 #include "eval/reference.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "stages/loop/data_source.h"
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/stage2.h"
@@ -32,10 +32,15 @@
 namespace daei::cli {
 namespace {
 
+// A split's noisy rows at the σ of the run's release.
+std::shared_ptr<const NoisyDataset> noisy_split(Context& ctx, const std::string& split) {
+  return open_noisy_split(ctx.config, ctx.run_dir, split, ctx.release());
+}
+
 int train_stage1(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   std::shared_ptr<const NoisyDataset> val;
-  if (ctx.config.integer("stage1.eval_every") > 0) val = open_noisy_split(ctx.config, ctx.run_dir, "val");
+  if (ctx.config.integer("stage1.eval_every") > 0) val = noisy_split(ctx, "val");
   Stage1 s(ctx.config, *ctx.comm, stage_dir, train, val, cmd.resume, cmd.force);
   return s.run();
 }
@@ -46,18 +51,18 @@ std::shared_ptr<const NoisyDataset> heldout_split(Context& ctx) {
     LOG_WARN("[train] no {}: no held-out CE", RunLayout(ctx.run_dir).cache("val"));
     return nullptr;
   }
-  return open_noisy_split(ctx.config, ctx.run_dir, "val");
+  return noisy_split(ctx, "val");
 }
 
 int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag, const std::string& stage_dir, InverterTrainData data,
                    const std::function<InverterTrainData()>& val, InverterBudget budget = {}) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   budget.pretrained_dir = pretrained_t5_dir(ctx.config, ctx.run_dir);
   // Not over a pretrained T5 (inverter.t5_dir, the pretrain stage) or inverter.init_from: its embeddings are kept.
   if (ctx.config.flag("inverter.token_init") && ctx.config.str("inverter.t5_dir").empty() &&
       ctx.config.str("inverter.init_from").empty() && budget.pretrained_dir.empty())
-    budget.token_box = make_run_embedder(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());
+    budget.token_box = ctx.release().embedder();
   InverterStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), tok, cmd.resume, cmd.force, budget);
   if (val) s.enable_heldout(ctx.config, *ctx.comm, val());
   return s.run();
@@ -66,7 +71,7 @@ int train_inverter(Context& ctx, const TrainCommand& cmd, const std::string& tag
 int train_stage2(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   const std::string dae = RunLayout(ctx.run_dir).final_dae("stage1");
   auto val = heldout_split(ctx);
-  return train_inverter(ctx, cmd, "stage2", stage_dir, denoised_data(open_noisy_split(ctx.config, ctx.run_dir, "train"), dae),
+  return train_inverter(ctx, cmd, "stage2", stage_dir, denoised_data(noisy_split(ctx, "train"), dae),
                         val ? std::function<InverterTrainData()>([=] { return denoised_data(val, dae); }) : nullptr);
 }
 
@@ -85,7 +90,7 @@ int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
   const InverterBudget budget = noisy_inverter_budget(ctx.config);
   LOG_INFO("[noisy-inverter] {} steps at lr {} (stage2.noisy_steps, stage2.noisy_lr)", budget.steps,
            budget.lr > 0 ? budget.lr : ctx.config.real("stage2.lr"));
-  return train_inverter(ctx, cmd, "noisy-inverter", stage_dir, noisy_data(open_noisy_split(ctx.config, ctx.run_dir, "train")),
+  return train_inverter(ctx, cmd, "noisy-inverter", stage_dir, noisy_data(noisy_split(ctx, "train")),
                         val ? std::function<InverterTrainData()>([=] { return noisy_data(val); }) : nullptr, budget);
 }
 
@@ -93,7 +98,7 @@ int train_noisy_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
 // (dae.table_wiener_rows of them, at the release's σ). Rank 0 fits it once and saves it beside the stage; every rank
 // then trains on the saved file, the one eval applies.
 int train_wiener_inverter(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   const std::string file = RunLayout(ctx.run_dir).wiener_filter();
   const int64_t cap = ctx.config.integer("dae.table_wiener_rows");  // 0 = all rows
   ctx.comm->run_on_root([&] {
@@ -124,7 +129,7 @@ int train_clean_inverter(Context& ctx, const TrainCommand& cmd, const std::strin
 // joint objective and not the extra steps.
 int train_stage2_continued(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
   const std::string dae = RunLayout(ctx.run_dir).final_dae("stage1");
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   InverterBudget budget;
   budget.section = "stage3";
@@ -138,7 +143,7 @@ int train_stage2_continued(Context& ctx, const TrainCommand& cmd, const std::str
 }
 
 int train_stage3(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   const RunLayout layout(ctx.run_dir);
   Stage3 s(ctx.config, *ctx.comm, stage_dir, train, tok, layout.final_dae("stage1"), layout.final_inverter("stage2"),
@@ -158,7 +163,7 @@ int train_corrector(Context& ctx, const TrainCommand& cmd, const std::string& st
   CorrectorStageData d;
   // The clean reference's targets are the clean rows e (eval/reference.h); the attack's are y.
   auto rows = [&](const std::string& split) {
-    return chain.reference ? clean_rows_as_dataset(ctx.config, R, split) : open_noisy_split(ctx.config, R, split);
+    return chain.reference ? clean_rows_as_dataset(ctx.config, R, split) : noisy_split(ctx, split);
   };
   d.train = rows("train");
   d.hyps = NoisyCache::open(layout.cache(chain.hyp_split));
@@ -184,7 +189,7 @@ LmTrainData lm_texts(std::shared_ptr<const NoisyDataset> split) {
 }
 
 int train_lm(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   LmStage s(ctx.config, *ctx.comm, stage_dir, lm_texts(train), tok, cmd.resume, cmd.force);
   if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, lm_texts(val));
@@ -194,11 +199,11 @@ int train_lm(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir
 // Pretraining (issue 22 item 2): T5 span corruption on the training texts alone; with inverter.token_init its token
 // embeddings start as a fresh inverter's would (queries of single pieces, no text of the corpus).
 int train_pretrain(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   std::shared_ptr<const NoisyEmbedder> token_box;
   if (ctx.config.flag("inverter.token_init"))
-    token_box = make_run_embedder(ctx.config, RunLayout(ctx.run_dir).sigma_estimate());
+    token_box = ctx.release().embedder();
   LmStage s(ctx.config, *ctx.comm, stage_dir, lm_texts(train), tok, cmd.resume, cmd.force,
             pretrain_objective(ctx.config, tok->vocab_size(), tok->eos_id()), token_box);
   if (auto val = heldout_split(ctx)) s.enable_heldout(ctx.config, *ctx.comm, lm_texts(val));
@@ -208,7 +213,7 @@ int train_pretrain(Context& ctx, const TrainCommand& cmd, const std::string& sta
 // The contextual embedder (a GTR stand-in): the pretrain stage's T5 encoder trained with SimCSE on the training texts
 // alone (no embeddings read); its report embeds up to embedder_train.report_texts test texts (the defender's model).
 int train_embedder(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir) {
-  auto train = open_noisy_split(ctx.config, ctx.run_dir, "train");
+  auto train = noisy_split(ctx, "train");
   auto tok = run_tokenizer(ctx.config, *ctx.comm, ctx.run_dir, *train);
   const RunLayout layout(ctx.run_dir);
   EmbedderStageData d;

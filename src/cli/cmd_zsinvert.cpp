@@ -18,7 +18,7 @@
 #include "eval/systems.h"
 #include "eval/zsinvert.h"
 #include "model/attack/dae.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "stages/recipes/lm.h"
 #include "stages/recipes/stage1.h"
 
@@ -52,7 +52,7 @@ int run(Context& ctx, const ZsinvertCommand& cmd) {
   DAEI_CHECK(file_exists(tok_path), "zsinvert: no tokenizer at {}", tok_path);
   auto tok = std::make_shared<SpmTokenizer>(tok_path);
   auto lm = T5ModelImpl::from_pretrained(layout.final_module("lm", "lm"));
-  auto embedder = make_run_embedder(cfg, layout.sigma_estimate());
+  auto embedder = ctx.release().embedder();
   DAEI_CHECK(y.size(1) == embedder->dim(), "zsinvert: {}: embeddings have dimension {}, the black box gives {}",
              cmd.files.input, y.size(1), embedder->dim());
   std::shared_ptr<Dae> dae;

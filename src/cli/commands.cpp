@@ -3,6 +3,9 @@
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
+
+#include "stages/recipes/catalogue.h"
 
 namespace daei::cli {
 
@@ -16,10 +19,9 @@ void add_flags(CLI::App& app, CacheBuildCommand& o) {
 }
 
 void add_flags(CLI::App& app, TrainCommand& o) {
-  app.add_option("--stage", o.stage,
-                 "1 | 2 | 3 | 4 | noisy-inverter | clean-inverter | dae-corrector | noisy-corrector | "
-                 "stage2-continued | dae-continued-corrector | lm | pretrain | wiener-inverter | clean-corrector")
-      ->required();
+  std::vector<std::string> names;
+  for (const auto& s : stage_catalogue()) names.push_back(s.name);
+  app.add_option("--stage", o.stage, fmt::format("{}", fmt::join(names, " | ")))->required();
   add_resume_flags(app, o);
 }
 

@@ -28,6 +28,7 @@
 #include "dist/nccl_raw.h"
 #endif
 #include "model/net/precision.h"
+#include "model/release/release.h"
 #include "model/net/t5_kernels.h"
 
 namespace daei::cli {
@@ -185,6 +186,11 @@ std::string one_line(const std::exception& e) {
 }
 
 }  // namespace
+
+const Release& Context::release() {
+  if (!release_) release_ = std::make_shared<const Release>(Release::of_run(config, RunLayout(run_dir).sigma_estimate()));
+  return *release_;
+}
 
 int register_subcommand(SubcommandSpec spec) {
   registry().push_back(std::move(spec));

@@ -23,7 +23,7 @@
 #include "eval/results_report.h"
 #include "eval/systems.h"
 #include "model/attack/dae.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "model/net/generate.h"
 #include "stages/recipes/stage2.h"
 
@@ -131,7 +131,7 @@ CleanNoisyFn queried_on_root(Communicator& comm, CleanNoisyFn query) {
 
 // A --split FILE: its texts queried through the run's release, at the run's σ (embedder.sigma, or a remote release's
 // σ̂ from the run's estimate), as every cached split was; by rank 0, the rows broadcast.
-EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std::string& path, int64_t max_texts,
+EvalSplit embed_file_split(const Config& cfg, const Release& release, const std::string& path, int64_t max_texts,
                            Communicator& comm) {
   DAEI_CHECK(file_exists(path), "eval: --split {}: no such file", path);
   EvalSplit s;
@@ -148,7 +148,7 @@ EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std
     if (max_texts > 0 && static_cast<int64_t>(s.texts.size()) >= max_texts) break;
   }
   DAEI_CHECK(!s.texts.empty(), "eval: {}: no texts", path);
-  auto emb = make_run_embedder(cfg, layout.sigma_estimate());
+  auto emb = release.embedder();
   std::vector<std::string> keys;
   for (size_t i = 0; i < s.texts.size(); ++i) keys.push_back(fmt::format("eval-file/{}/{}", s.name, i));
   std::tie(s.clean, s.noisy) = queried_on_root(comm, release_query(cfg, emb))(s.texts, keys);
@@ -158,7 +158,7 @@ EvalSplit embed_file_split(const Config& cfg, const RunLayout& layout, const std
 
 }  // namespace
 
-int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
+int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir, const Release& release,
              const std::vector<std::string>& extra_files, const std::string& command_line) {
   const auto t0 = std::chrono::steady_clock::now();
   EvalOptions opt;
@@ -168,7 +168,7 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   opt.seed = static_cast<uint64_t>(cfg.integer("run.seed"));
   opt.samples = cfg.integer("eval.samples");
 
-  EvalContext ctx = make_eval_context(cfg, run_dir, &comm);
+  EvalContext ctx = make_eval_context(cfg, run_dir, release, &comm);
   auto systems = available_systems(ctx);
   DAEI_CHECK(!systems.empty(), "eval: no trained system in {} (train stage 2 or a baseline first)", run_dir);
   auto floors = floor_systems(cfg, ctx, run_dir);  // first in every table: what a row must beat
@@ -180,13 +180,12 @@ int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
   std::vector<EvalSplit> splits;
   for (const auto& sp : cfg.strings("eval.splits")) splits.push_back(open_eval_split(run_dir, sp, opt.max_texts));
   for (const auto& f : extra_files)
-    splits.push_back(embed_file_split(cfg, RunLayout(run_dir), f, opt.max_texts, comm));
+    splits.push_back(embed_file_split(cfg, release, f, opt.max_texts, comm));
   // The evaluated text is the text embedded (vec2text truncates before embedding): texts longer than the inverters'
   // max_length_eval pieces are cut and queried again (eval.cut_before_embedding; off: embedded whole, scored cut).
   std::map<std::string, int64_t> cut_rows;
   if (cfg.flag("eval.cut_before_embedding") && !splits.empty()) {
-    const auto query =
-        queried_on_root(comm, release_query(cfg, make_run_embedder(cfg, RunLayout(run_dir).sigma_estimate())));
+    const auto query = queried_on_root(comm, release_query(cfg, release.embedder()));
     for (auto& split : splits) {
       cut_rows[split.name] = cut_before_embedding(split, *ctx.tok, ctx.max_length_eval, query);
       LOG_INFO("[eval] {}: {} of {} texts longer than {} pieces, cut and embedded again", split.name,

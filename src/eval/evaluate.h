@@ -25,6 +25,7 @@ namespace daei {
 
 class Communicator;
 class Config;
+class Release;
 class SpmTokenizer;
 
 struct EvalOptions {
@@ -65,7 +66,7 @@ int64_t cut_before_embedding(EvalSplit& split, const SpmTokenizer& tok, int64_t 
 // gathered back in order; rank 0 scores them and writes the files, which are the same for any world size (timing
 // aside). extra_files: JSON-lines texts to embed, noise and evaluate like a split (queried by rank 0). Returns the
 // exit code.
-int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir,
+int run_eval(const Config& cfg, Communicator& comm, const std::string& run_dir, const Release& release,
              const std::vector<std::string>& extra_files, const std::string& command_line);
 
 }  // namespace daei

@@ -55,9 +55,10 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
   DAEI_CHECK(!sigmas.empty(), "eval --sigma: no σ given");
   for (double s : sigmas) DAEI_CHECK(s > 0 && std::isfinite(s), "eval --sigma: σ must be > 0, got {}", s);
   // The attack: the strongest trained system without correction rounds (joint-no-corrector, else dae-only).
-  std::shared_ptr<InverterImpl> inv = ctx.stage3_inv ? ctx.stage3_inv : ctx.stage2_inv;
-  std::shared_ptr<Dae> dae = ctx.stage3_inv ? ctx.dae3 : ctx.dae1;
-  const std::string attack = ctx.stage3_inv ? "joint-no-corrector" : "dae-only";
+  const bool joint = ctx.inverter("stage3") != nullptr;
+  std::shared_ptr<InverterImpl> inv = joint ? ctx.inverter("stage3") : ctx.inverter("stage2");
+  std::shared_ptr<Dae> dae = joint ? ctx.dae3 : ctx.dae1;
+  const std::string attack = joint ? "joint-no-corrector" : "dae-only";
   DAEI_CHECK(inv && dae, "eval --sigma: no trained attack (stage 2 or 3) in {}", run_dir);
   const EvalSplit base = open_eval_split(run_dir, "test", cfg.integer("eval.max_texts"));
   const int64_t n = base.clean.size(0);

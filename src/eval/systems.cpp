@@ -20,12 +20,13 @@
 #include "eval/zsinvert.h"
 #include "model/attack/corrector.h"
 #include "model/attack/dae.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "model/net/generate.h"
 #include "model/attack/imported_models.h"
 #include "stages/loop/data_source.h"
 #include "stages/recipes/lm.h"
 #include "stages/recipes/stage1.h"
+#include "stages/recipes/catalogue.h"
 #include "stages/recipes/stage4.h"
 
 namespace daei {
@@ -33,14 +34,16 @@ namespace daei {
 namespace {
 // The inverter-only row a corrected row starts from (its round 0).
 std::string round0_system(const CorrectorChain& chain) {
-  return chain.inverter_stage == "stage3"             ? "joint-no-corrector"
-         : chain.inverter_stage == "stage2"           ? "dae-only"
-         : chain.inverter_stage == "stage2-continued" ? "dae-only-continued"
-                                                      : "noisy-inverter";
+  const EvalRowSpec* row = find_eval_row(chain.system);
+  DAEI_CHECK(row && !row->round0.empty(), "no eval row corrects with {}'s corrector (catalogue.cpp)", chain.stage);
+  return row->round0;
 }
 std::shared_ptr<InverterImpl> load_inverter_if(const RunLayout& layout, const std::string& stage) {
   if (!layout.stage_complete(stage)) return nullptr;
   return InverterImpl::load(layout.final_inverter(stage));
+}
+bool decodes_with_inverter(const EvalRowSpec& row) {
+  return row.reads != RowReads::corrected && row.reads != RowReads::zsinvert;
 }
 std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& stage) {
   if (!layout.stage_complete(stage)) return nullptr;
@@ -107,7 +110,9 @@ std::function<SystemRun(const EvalSplit&)> corrected_row(const EvalContext& opts
 // The imported rows (eval.imported, issue 49): a `daei import vec2text` folder's inverter decoding the release
 // (imported-inverter) and, when it holds a corrector, that corrector over it with every chain's correction options,
 // querying the release (imported-vec2text).
-void add_imported_rows(const Config& cfg, EvalContext& c, const std::function<std::shared_ptr<NoisyEmbedder>()>& box) {
+using ReleaseBox = std::function<std::shared_ptr<NoisyEmbedder>()>;
+
+void add_imported_rows(const Config& cfg, EvalContext& c, const ReleaseBox& box) {
   const std::string dir = cfg.str("eval.imported");
   if (dir.empty()) return;
   auto m = load_imported_models(dir, c.clean_embedder->dim(), *c.tok, "eval.imported");
@@ -121,10 +126,10 @@ void add_imported_rows(const Config& cfg, EvalContext& c, const std::function<st
 }
 }  // namespace
 
-EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Communicator* comm) {
-  EvalContext c;
-  c.comm = comm;
-  const RunLayout layout(run_dir);
+namespace {
+
+// The tokenizer, the defender's model, the decoding options and every model the run directory holds.
+void load_models(const Config& cfg, const RunLayout& layout, EvalContext& c) {
   const std::string tok = layout.tokenizer_for(cfg.str("inverter.tokenizer"));
   DAEI_CHECK(file_exists(tok), "eval: no tokenizer at {} (train stage 2 first)", tok);
   c.tok = std::make_shared<SpmTokenizer>(tok);
@@ -133,34 +138,24 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
   c.max_length_eval = cfg.integer("inverter.max_length_eval");
   c.batch_size = cfg.integer("eval.batch_size");
   c.decoding = eval_decoding(cfg);
-  c.clean_inv = load_inverter_if(layout, "clean-inverter");
-  c.noisy_inv = load_inverter_if(layout, "noisy-inverter");
-  c.wiener_inv = load_inverter_if(layout, "wiener-inverter");
-  if (c.wiener_inv)
-    c.wiener = std::make_shared<const LinearEstimator>(LinearEstimator::load(layout.wiener_filter(), c.wiener_inv->cfg.dim));
-  c.stage2_inv = load_inverter_if(layout, "stage2");
-  c.stage3_inv = load_inverter_if(layout, "stage3");
-  c.stage2_continued_inv = load_inverter_if(layout, "stage2-continued");
+  for (const auto& row : eval_rows())
+    if (decodes_with_inverter(row) && !row.stage.empty() && !c.inverters.count(row.stage))
+      if (auto inv = load_inverter_if(layout, row.stage)) c.inverters[row.stage] = inv;
+  if (auto w = c.inverter("wiener-inverter"))
+    c.wiener = std::make_shared<const LinearEstimator>(LinearEstimator::load(layout.wiener_filter(), w->cfg.dim));
   c.dae1 = load_dae_if(layout, "stage1");
   c.dae3 = load_dae_if(layout, "stage3");
   c.dae_sigma.assumed = cfg.real("stage1.sigma.assumed");
-  c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
-  // The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
-  std::shared_ptr<NoisyEmbedder> embedder;
-  auto box = [&]() {
-    if (!embedder) embedder = make_run_embedder(cfg, layout.sigma_estimate());
-    return embedder;
-  };
+}
+
+// The corrected rows: each chain's corrector on top of its round-0 system, querying the black box (counted).
+void add_corrected_rows(const Config& cfg, const RunLayout& layout, EvalContext& c, const ReleaseBox& box) {
   const CorrectionOptions co = correction_options(cfg, c);
   const bool per_round = cfg.flag("eval.per_round");
   for (const auto& chain : corrector_chains()) {
     if (!layout.stage_complete(chain.folder)) continue;
     if (chain.reference && !cfg.flag("reference.corrector")) continue;
-    auto inv = chain.reference                              ? c.clean_inv
-               : chain.inverter_stage == "stage3"           ? c.stage3_inv
-               : chain.inverter_stage == "stage2"           ? c.stage2_inv
-               : chain.inverter_stage == "stage2-continued" ? c.stage2_continued_inv
-                                                            : c.noisy_inv;
+    auto inv = c.inverter(chain.inverter_stage);
     auto dae = chain.dae_stage == "stage3" ? c.dae3 : chain.dae_stage == "stage1" ? c.dae1 : nullptr;
     if (!inv || (!chain.dae_stage.empty() && !dae)) continue;
     const QueryFn release = release_queries(box());
@@ -191,42 +186,66 @@ EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Com
       c.corrected["daei-clean-hyp"] = make("daei-clean-hyp", "joint-no-corrector", false,
                                            clean_hypothesis_query(c.clean_embedder));
   }
-  add_imported_rows(cfg, c, box);
-  // ZSInvert (issue 23): the lm stage's generator proposes, the black box's cosine ranks; no inverter. The plain row
-  // scores cos(f̃(x), y); our variant, zsinvert-dae, cos(DAE₁(f̃(x)), DAE₁(y)) with the stage-1 DAE.
-  if (cfg.flag("zsinvert.enabled") && layout.stage_complete("lm")) {
-    auto lm = T5ModelImpl::from_pretrained(layout.final_module("lm", "lm"));
-    const QueryFn query = release_queries(box());
-    const ZsGenerator gen = t5_generator(lm, c.tok, c.max_length_eval);
-    const ZsInvertOptions zo = zsinvert_options(cfg);
-    const int64_t max_texts = cfg.integer("zsinvert.max_texts");
-    c.zsinvert_max_texts = max_texts;
-    c.zsinvert_naturalness = zo.naturalness;
-    for (const bool shielded : {false, true}) {
-      auto dae = shielded ? c.dae1 : nullptr;
-      if (shielded && !dae) continue;
-      const std::string name = shielded ? "zsinvert-dae" : "zsinvert";
-      const DaeSigma dae_sigma = c.dae_sigma;
-      c.zsinvert[name] = [=](const EvalSplit& sp) {
-        const int64_t n = max_texts > 0 ? std::min<int64_t>(max_texts, sp.noisy.size(0)) : sp.noisy.size(0);
-        std::vector<std::string> ids;
-        for (int64_t i = 0; i < n; ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
-        const double sigma = dae_sigma(sp);
-        DenoiseFn shield = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
-        auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo, comm);
-        SystemRun run;
-        run.texts = r.best_text;
-        for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
-        LOG_INFO("[eval] {} on {}: the first {} of {} texts, attacker's cos {:.4f} (after stage A {:.4f}), {:.1f} "
-                 "queries per text",
-                 name, sp.name, n, sp.noisy.size(0), metrics::mean(r.best_cos), metrics::mean(r.stage_a_cos),
-                 metrics::mean(run.queries));
-        return run;
-      };
-    }
-  } else if (cfg.flag("zsinvert.enabled")) {
+}
+
+// ZSInvert (issue 23): the lm stage's generator proposes, the black box's cosine ranks; no inverter. The plain row
+// scores cos(f̃(x), y); our variant, zsinvert-dae, cos(DAE₁(f̃(x)), DAE₁(y)) with the stage-1 DAE.
+void add_zsinvert_rows(const Config& cfg, const RunLayout& layout, EvalContext& c, const ReleaseBox& box) {
+  if (!cfg.flag("zsinvert.enabled")) return;
+  if (!layout.stage_complete("lm")) {
     LOG_WARN("[eval] zsinvert.enabled but no {} (`daei train --stage lm`): no zsinvert rows", layout.stage_final("lm"));
+    return;
   }
+  auto lm = T5ModelImpl::from_pretrained(layout.final_module("lm", "lm"));
+  const QueryFn query = release_queries(box());
+  const ZsGenerator gen = t5_generator(lm, c.tok, c.max_length_eval);
+  const ZsInvertOptions zo = zsinvert_options(cfg);
+  const int64_t max_texts = cfg.integer("zsinvert.max_texts");
+  c.zsinvert_max_texts = max_texts;
+  c.zsinvert_naturalness = zo.naturalness;
+  Communicator* comm = c.comm;
+  for (const bool shielded : {false, true}) {
+    auto dae = shielded ? c.dae1 : nullptr;
+    if (shielded && !dae) continue;
+    const std::string name = shielded ? "zsinvert-dae" : "zsinvert";
+    const DaeSigma dae_sigma = c.dae_sigma;
+    c.zsinvert[name] = [=](const EvalSplit& sp) {
+      const int64_t n = max_texts > 0 ? std::min<int64_t>(max_texts, sp.noisy.size(0)) : sp.noisy.size(0);
+      std::vector<std::string> ids;
+      for (int64_t i = 0; i < n; ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
+      const double sigma = dae_sigma(sp);
+      DenoiseFn shield = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
+      auto r = run_zsinvert(sp.noisy.narrow(0, 0, n), ids, query, shield, gen, zo, comm);
+      SystemRun run;
+      run.texts = r.best_text;
+      for (auto q : r.queries_per_text) run.queries.push_back(static_cast<double>(q));
+      LOG_INFO("[eval] {} on {}: the first {} of {} texts, attacker's cos {:.4f} (after stage A {:.4f}), {:.1f} "
+               "queries per text",
+               name, sp.name, n, sp.noisy.size(0), metrics::mean(r.best_cos), metrics::mean(r.stage_a_cos),
+               metrics::mean(run.queries));
+      return run;
+    };
+  }
+}
+}  // namespace
+
+EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, const Release& release,
+                              Communicator* comm) {
+  EvalContext c;
+  c.comm = comm;
+  c.release = std::make_shared<const Release>(release);
+  const RunLayout layout(run_dir);
+  load_models(cfg, layout, c);
+  c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
+  // One query handle for every row of this context, opened at the first row that queries the release.
+  std::shared_ptr<NoisyEmbedder> embedder;
+  const ReleaseBox box = [&]() {
+    if (!embedder) embedder = c.release->embedder();
+    return embedder;
+  };
+  add_corrected_rows(cfg, layout, c, box);
+  add_imported_rows(cfg, c, box);
+  add_zsinvert_rows(cfg, layout, c, box);
   return c;
 }
 
@@ -270,68 +289,60 @@ std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vect
   return out;
 }
 
+std::shared_ptr<InverterImpl> EvalContext::inverter(const std::string& folder) const {
+  auto it = inverters.find(folder);
+  return it == inverters.end() ? nullptr : it->second;
+}
+
+namespace {
+// The model and input of an inverter row (eval_rows()); a null model when the run lacks the inverter or its DAE.
+struct InverterRow {
+  std::shared_ptr<InverterImpl> inv;
+  std::shared_ptr<Dae> dae;
+};
+InverterRow inverter_row(const EvalContext& ctx, const EvalRowSpec& row) {
+  InverterRow r{row.stage.empty() ? ctx.imported_inv : ctx.inverter(row.stage), nullptr};
+  if (row.reads == RowReads::dae_stage1 || row.reads == RowReads::dae_stage3) {
+    r.dae = row.reads == RowReads::dae_stage1 ? ctx.dae1 : ctx.dae3;
+    if (!r.dae) r.inv = nullptr;
+  }
+  return r;
+}
+at::Tensor row_input(const EvalContext& ctx, const EvalRowSpec& row, const InverterRow& r, const EvalSplit& sp) {
+  switch (row.reads) {
+    case RowReads::clean: return sp.clean;
+    case RowReads::wiener: return ctx.wiener->apply(sp.noisy);
+    case RowReads::dae_stage1:
+    case RowReads::dae_stage3: return denoise(*r.dae, sp.noisy, ctx.dae_sigma(sp));
+    default: return sp.noisy;
+  }
+}
+}  // namespace
+
 std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
   std::vector<SystemSpec> s;
   const EvalContext* c = &ctx;
-  // Each inverter-only row memoises its texts: its corrected row starts from them instead of decoding again.
-  auto memo = [c](const std::string& name, const EvalSplit& sp, std::vector<std::string> t) {
-    (*c->decoded)[name + "/" + sp.name] = t;
-    return texts_run(std::move(t));
-  };
-  auto corrected = [&](const std::string& name, bool reference = false) {
-    if (auto it = ctx.corrected.find(name); it != ctx.corrected.end()) s.push_back({name, reference, it->second});
-  };
-  if (ctx.clean_inv) {
-    s.push_back({"clean-to-clean", true, [c, memo](const EvalSplit& sp) {
-                   return memo("clean-to-clean", sp, decode_texts(*c, *c->clean_inv, sp.clean, "clean-to-clean"));
+  for (const EvalRowSpec& row : eval_rows()) {
+    if (row.reads == RowReads::corrected) {
+      // protocol.clean_hypotheses makes the daei row read clean hypothesis embeddings: outside the threat model.
+      const bool reference = row.reference || (row.system == "daei" && ctx.daei_clean_hypotheses);
+      if (auto it = ctx.corrected.find(row.system); it != ctx.corrected.end())
+        s.push_back({row.system, reference, it->second});
+      continue;
+    }
+    if (row.reads == RowReads::zsinvert) {
+      if (auto it = ctx.zsinvert.find(row.system); it != ctx.zsinvert.end()) s.push_back({row.system, false, it->second});
+      continue;
+    }
+    const InverterRow r = inverter_row(ctx, row);
+    if (!r.inv) continue;
+    // Each inverter-only row memoises its texts: its corrected row starts from them instead of decoding again.
+    s.push_back({row.system, row.reference, [c, row, r](const EvalSplit& sp) {
+                   std::vector<std::string> t = decode_texts(*c, *r.inv, row_input(*c, row, r, sp), row.system);
+                   (*c->decoded)[row.system + "/" + sp.name] = t;
+                   return texts_run(std::move(t));
                  }});
-    corrected("clean-to-clean-corrected", true);
-    s.push_back({"clean-to-noisy", true, [c, memo](const EvalSplit& sp) {
-                   return memo("clean-to-noisy", sp, decode_texts(*c, *c->clean_inv, sp.noisy, "clean-to-noisy"));
-                 }});
-    corrected("clean-to-noisy-corrected", true);
   }
-  // eval.imported: vec2text's models were trained on clean embeddings, so these are references too (the first is the
-  // paper's CLEAN-TO-NOISY when they were trained on the embedder the release adds noise to).
-  if (ctx.imported_inv)
-    s.push_back({"imported-inverter", true, [c, memo](const EvalSplit& sp) {
-                   return memo("imported-inverter", sp,
-                               decode_texts(*c, *c->imported_inv, sp.noisy, "imported-inverter"));
-                 }});
-  corrected("imported-vec2text", true);
-  if (ctx.noisy_inv)
-    s.push_back({"noisy-inverter", false, [c, memo](const EvalSplit& sp) {
-                   return memo("noisy-inverter", sp, decode_texts(*c, *c->noisy_inv, sp.noisy, "noisy-inverter"));
-                 }});
-  corrected("noisy-vec2text");
-  if (ctx.wiener_inv)
-    s.push_back({"wiener-inverter", false, [c, memo](const EvalSplit& sp) {
-                   return memo("wiener-inverter", sp,
-                               decode_texts(*c, *c->wiener_inv, c->wiener->apply(sp.noisy), "wiener-inverter"));
-                 }});
-  if (ctx.stage2_inv && ctx.dae1)
-    s.push_back({"dae-only", false, [c, memo](const EvalSplit& sp) {
-                   return memo("dae-only", sp,
-                               decode_texts(*c, *c->stage2_inv, denoise(*c->dae1, sp.noisy, c->dae_sigma(sp)), "dae-only"));
-                 }});
-  corrected("dae-corrected");
-  if (ctx.stage2_continued_inv && ctx.dae1)
-    s.push_back({"dae-only-continued", false, [c, memo](const EvalSplit& sp) {
-                   return memo("dae-only-continued", sp,
-                               decode_texts(*c, *c->stage2_continued_inv, denoise(*c->dae1, sp.noisy, c->dae_sigma(sp)),
-                                            "dae-only-continued"));
-                 }});
-  corrected("dae-corrected-continued");
-  if (ctx.stage3_inv && ctx.dae3)
-    s.push_back({"joint-no-corrector", false, [c, memo](const EvalSplit& sp) {
-                   return memo("joint-no-corrector", sp,
-                               decode_texts(*c, *c->stage3_inv, denoise(*c->dae3, sp.noisy, c->dae_sigma(sp)),
-                                            "joint-no-corrector"));
-                 }});
-  corrected("daei", ctx.daei_clean_hypotheses);  // protocol.clean_hypotheses: outside the threat model
-  corrected("daei-clean-hyp", true);  // reference: clean hypothesis embeddings
-  for (const std::string name : {"zsinvert", "zsinvert-dae"})
-    if (auto it = ctx.zsinvert.find(name); it != ctx.zsinvert.end()) s.push_back({name, false, it->second});
   return s;
 }
 
@@ -339,7 +350,7 @@ DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::strin
   DaeTables out;
   const double sigma0 = (*ctx.dae1)->sigma0();  // the σ the stage-1 DAE was trained at
   at::Tensor mean, cov;
-  row_moments(*open_noisy_split(cfg, run_dir, "train"), cfg.integer("dae.table_wiener_rows"), mean, cov);
+  row_moments(*open_noisy_split(cfg, run_dir, "train", *ctx.release), cfg.integer("dae.table_wiener_rows"), mean, cov);
   const auto wiener = wiener_from_noisy(mean, cov, sigma0);
   std::map<std::string, EvalSplit> data;
   const bool synthetic = cfg.integer("train.synthetic_rows") > 0;

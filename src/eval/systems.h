@@ -19,6 +19,7 @@ class Communicator;
 class Config;
 class Embedder;
 class CorrectorImpl;
+class Release;
 
 // The σ the attack calls its DAE at, one rule for the systems, the DAE table, `eval --split FILE` and the sweep: the
 // σ the split was noised at (EvalSplit::sigma: its cache manifest's, which is the run's release σ, embedder.sigma or
@@ -33,6 +34,7 @@ struct EvalContext {
   // The ranks a system's texts are split over (every system's recover() is then a collective that returns every
   // text on every rank); null: this process alone.
   Communicator* comm = nullptr;
+  std::shared_ptr<const Release> release;  // the run's release and its σ (every query of a row goes to it)
   std::shared_ptr<SpmTokenizer> tok;
   std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
   std::string embedder_id;
@@ -41,10 +43,11 @@ struct EvalContext {
   DaeSigma dae_sigma;
   // Models that exist in the run directory (null otherwise).
   std::shared_ptr<Dae> dae1, dae3;
-  std::shared_ptr<InverterImpl> clean_inv, noisy_inv, stage2_inv, stage3_inv;
-  std::shared_ptr<InverterImpl> wiener_inv;      // the linear reference's inverter (stage2.wiener_inverter)
-  std::shared_ptr<const LinearEstimator> wiener;  // its filter, fitted on noisy training rows at training time
-  std::shared_ptr<InverterImpl> stage2_continued_inv;  // the control for stage 3's extra steps
+  // The final inverters of the stages eval's rows decode with (eval_rows(), stages/recipes/catalogue.h), by stage
+  // folder: clean-inverter, noisy-inverter, wiener-inverter, stage2, stage2-continued, stage3.
+  std::map<std::string, std::shared_ptr<InverterImpl>> inverters;
+  std::shared_ptr<InverterImpl> inverter(const std::string& folder) const;  // null when not trained
+  std::shared_ptr<const LinearEstimator> wiener;  // wiener-inverter's filter, fitted on noisy training rows
   std::shared_ptr<InverterImpl> imported_inv;  // eval.imported's inverter (a `daei import vec2text` folder; issue 49)
   // The corrected systems, by row name (daei, dae-corrected, noisy-vec2text; imported-vec2text: eval.imported's).
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> corrected;
@@ -58,7 +61,8 @@ struct EvalContext {
   std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
 };
 
-EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, Communicator* comm = nullptr);
+EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, const Release& release,
+                              Communicator* comm = nullptr);
 // ctx.comm, or a single-process communicator when it is null.
 Communicator& comm_of(const EvalContext& ctx);
 // In table order: references first, then the attack's chain.

@@ -138,3 +138,38 @@ TEST(Catalogue, InitFromFeedsTheInvertersAndWhatStartsFromThem) {
     EXPECT_FALSE(got.count(e)) << e;
   EXPECT_TRUE(cli::work_depending_on("eval.imported").empty());  // read by eval alone
 }
+
+// Eval's rows come from the catalogue's table (eval_rows): each names a stage that exists, a corrected row follows
+// the inverter row it corrects, every corrector chain has its row, and the table keeps the order results.md shows.
+TEST(Catalogue, EveryEvalRowNamesATrainedStageAndFollowsItsRoundZero) {
+  std::set<std::string> folders;
+  for (const auto& s : stage_catalogue()) folders.insert(s.folder);
+  std::vector<std::string> seen;
+  for (const auto& r : eval_rows()) {
+    EXPECT_TRUE(r.stage.empty() || folders.count(r.stage)) << r.system << ": no stage " << r.stage;
+    EXPECT_EQ(r.round0.empty(), r.reads != RowReads::corrected) << r.system;
+    if (!r.round0.empty()) {
+      EXPECT_NE(std::find(seen.begin(), seen.end(), r.round0), seen.end()) << r.system << " before " << r.round0;
+      const EvalRowSpec* round0 = find_eval_row(r.round0);
+      ASSERT_NE(round0, nullptr) << r.round0;
+      EXPECT_NE(round0->reads, RowReads::corrected) << r.system << " corrects a corrected row";
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), r.system), 0) << r.system << " twice";
+    seen.push_back(r.system);
+  }
+  for (const auto& c : corrector_chains()) {
+    const EvalRowSpec* row = find_eval_row(c.system);
+    ASSERT_NE(row, nullptr) << c.stage << ": no row " << c.system;
+    EXPECT_EQ(row->stage, c.folder);
+    EXPECT_EQ(find_eval_row(row->round0)->stage, c.inverter_stage) << c.system;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "clean-to-clean", "clean-to-clean-corrected", "clean-to-noisy", "clean-to-noisy-corrected",
+                      "imported-inverter", "imported-vec2text", "noisy-inverter", "noisy-vec2text", "wiener-inverter",
+                      "dae-only", "dae-corrected", "dae-only-continued", "dae-corrected-continued",
+                      "joint-no-corrector", "daei", "daei-clean-hyp", "zsinvert", "zsinvert-dae"}));
+  EXPECT_EQ(eval_rows_of("stage3"), std::vector<std::string>{"joint-no-corrector"});
+  EXPECT_EQ(eval_rows_of("clean-inverter"), (std::vector<std::string>{"clean-to-clean", "clean-to-noisy"}));
+  EXPECT_EQ(eval_rows_of("stage4"), (std::vector<std::string>{"daei", "daei-clean-hyp"}));
+  EXPECT_EQ(eval_rows_of("pretrain"), std::vector<std::string>{});
+}

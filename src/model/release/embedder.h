@@ -112,8 +112,10 @@ void require_reference_embedder(const Config& cfg);  // the same refusal, withou
 // Whether clean rows come from make_reference_embedder rather than from the release's own embedder without its noise
 // (one call that returns both): a remote release, or reference.embedder set.
 bool clean_rows_from_reference_model(const Config& cfg);
-// The release interface: make_clean_embedder + embedder.sigma / noise_seed / noise_source.
+// The release interface: make_clean_embedder + embedder.sigma / noise_seed / noise_source. With `sigma`: at that σ
+// (a run's: Release::embedder, release.h); every call is a new handle with its own noise stream.
 std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg);
+std::shared_ptr<NoisyEmbedder> make_embedder(const Config& cfg, double sigma);
 
 // σ̂ from `repeats` queries of each calibration text (paper eq. 3, pooled over texts):
 //   σ̂² = Σ_t Σ_i ‖y_ti − ȳ_t‖² / (m · d · (n − 1)),   relative s.e. of σ̂ ≈ 1 / sqrt(2 m d (n − 1)).
@@ -127,20 +129,9 @@ SigmaEstimate estimate_sigma(const std::function<at::Tensor(const std::vector<st
 // Built-in calibration sentences (plain, in GloVe's vocabulary).
 const std::vector<std::string>& calibration_texts();
 
-// The σ a run's attack assumes. Local noise: embedder.sigma. Remote noise (a service: embedder.kind http, or
-// noise_source remote): the attacker does not know σ, so `cache build` estimates σ̂ once per run on the calibration
-// texts (estimate.texts × estimate.repeats queries, eq. 3) into the run's estimate file (RunLayout::sigma_estimate),
-// and every cache, stage and evaluation of the run uses σ̂; embedder.sigma is then only the declared value, logged
-// beside σ̂. The model layer knows no run folder: callers pass the estimate file's path.
+// Whether the release adds its noise itself (a service: embedder.kind http, or embedder.noise_source remote), so
+// that its σ is estimated, not known (release.h).
 bool noise_is_remote(const Config& cfg);
-// σ̂ of emb from the first estimate.texts calibration texts, `repeats` queries each (estimate-sigma, cache build).
-SigmaEstimate estimate_release_sigma(const Config& cfg, const NoisyEmbedder& emb, int64_t repeats);
-// Estimates σ̂ through the configured embedder and writes sigma_estimate.json atomically (one process).
-SigmaEstimate write_sigma_estimate(const Config& cfg, const std::string& estimate_file);
-// embedder.sigma, or σ̂ from sigma_estimate.json (an error naming the file and the fix when it is missing).
-double release_sigma(const Config& cfg, const std::string& estimate_file);
-// make_embedder with the run's σ (release_sigma): what every step of a run that queries the release uses.
-std::shared_ptr<NoisyEmbedder> make_run_embedder(const Config& cfg, const std::string& estimate_file);
 
 // Query averaging: an attacker that pays k queries for a text gets the mean of k answers, each with its own noise
 // key — the text's key for query 0 (k = 1 changes nothing), "<key>/q<j>" for query j ≥ 1. `query` is any black box

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "data/run_layout.h"
-#include "model/release/embedder.h"
+#include "model/release/release.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "data/cache.h"
@@ -44,7 +44,7 @@ EvalSplit synthetic_from_config(const Config& cfg, const std::string& split) {
 }
 
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
-                                                     const std::string& split) {
+                                                     const std::string& split, const Release& release) {
   if (synthetic(cfg)) {
     LOG_WARN("[data] train.synthetic_rows = {}: the {} split is seeded synthetic rows, not the cache; what is trained "
              "on them measures no embedder", cfg.integer("train.synthetic_rows"), split);
@@ -56,7 +56,7 @@ std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const st
   DAEI_CHECK(layout.cache_complete(split),
              "{}: no complete cache (manifest.json missing); run `daei cache build --split {}` first", dir, split);
   CacheExpect expect;
-  expect.sigma = release_sigma(cfg, layout.sigma_estimate());  // embedder.sigma, or the run's σ̂ for a remote release
+  expect.sigma = release.sigma();
   CacheReadOptions read;
   read.buffer_bytes = cfg.integer("cache.read_buffer_mb") << 20;
   return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect, read));

@@ -13,9 +13,11 @@
 namespace daei {
 
 class Config;
+class Release;
 
+// A split's noisy rows, checked against the σ of the run's release (its cache was noised at that σ).
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
-                                                     const std::string& split);
+                                                     const std::string& split, const Release& release);
 
 // The synthetic set itself (deterministic in seed and split), and as the train.synthetic_* keys ask for it.
 EvalSplit synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t seed, const std::string& split);

@@ -95,6 +95,50 @@ const StageSpec* find_stage(const std::string& name) {
   return nullptr;
 }
 
+const std::vector<EvalRowSpec>& eval_rows() {
+  using R = RowReads;
+  // The references first (outside the threat model), then the attack's chain from the plain baseline to daei; each
+  // corrected row follows the row it corrects.
+  static const std::vector<EvalRowSpec> rows{
+      {"clean-to-clean", "clean-inverter", R::clean, "", true},
+      {"clean-to-clean-corrected", "clean-corrector", R::corrected, "clean-to-clean", true},
+      {"clean-to-noisy", "clean-inverter", R::noisy, "", true},
+      {"clean-to-noisy-corrected", "clean-corrector", R::corrected, "clean-to-noisy", true},
+      // eval.imported: vec2text's models were trained on clean embeddings, so these are references too (the first is
+      // the paper's CLEAN-TO-NOISY when they were trained on the embedder the release adds noise to).
+      {"imported-inverter", "", R::noisy, "", true},
+      {"imported-vec2text", "", R::corrected, "imported-inverter", true},
+      {"noisy-inverter", "noisy-inverter", R::noisy},
+      {"noisy-vec2text", "noisy-corrector", R::corrected, "noisy-inverter"},
+      {"wiener-inverter", "wiener-inverter", R::wiener},
+      {"dae-only", "stage2", R::dae_stage1},
+      {"dae-corrected", "dae-corrector", R::corrected, "dae-only"},
+      {"dae-only-continued", "stage2-continued", R::dae_stage1},
+      {"dae-corrected-continued", "dae-continued-corrector", R::corrected, "dae-only-continued"},
+      {"joint-no-corrector", "stage3", R::dae_stage3},
+      // A reference only under protocol.clean_hypotheses (eval decides).
+      {"daei", "stage4", R::corrected, "joint-no-corrector"},
+      // The daei corrector scoring and correcting with clean hypothesis embeddings (eval.clean_hypotheses_reference).
+      {"daei-clean-hyp", "stage4", R::corrected, "joint-no-corrector", true},
+      {"zsinvert", "lm", R::zsinvert},
+      {"zsinvert-dae", "lm", R::zsinvert},
+  };
+  return rows;
+}
+
+const EvalRowSpec* find_eval_row(const std::string& system) {
+  for (const auto& r : eval_rows())
+    if (r.system == system) return &r;
+  return nullptr;
+}
+
+std::vector<std::string> eval_rows_of(const std::string& folder) {
+  std::vector<std::string> out;
+  for (const auto& r : eval_rows())
+    if (r.stage == folder) out.push_back(r.system);
+  return out;
+}
+
 bool runs_in_pipeline(const StageSpec& s, const Config& cfg) {
   if (!s.in_pipeline) return false;
   for (const auto& flag : s.when)

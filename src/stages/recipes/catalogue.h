@@ -1,5 +1,6 @@
 // Every trained stage of a run, in one table (issue 48): `train --stage` reads its folder, budget section and
-// inputs here, `pipeline` its place and the flags that add it, the config guard which keys feed its saved work.
+// inputs here, `pipeline` its place and the flags that add it, the config guard which keys feed its saved work, and
+// `eval` the rows each stage's models produce (eval_rows below).
 // The order is the pipeline's. Adding a baseline is one StageSpec (and its train function in src/cli/cmd_train.cpp,
 // which names an entry without one). The corrected rows' chains (stage 4 and its siblings) are one entry each.
 // Light on purpose: no torch, so the config guard and the command line read it cheaply.
@@ -45,6 +46,25 @@ struct StageSpec {
 };
 
 const std::vector<StageSpec>& stage_catalogue();
+
+// What a row of the leakage table decodes: a trained inverter's input, a corrector's search, zsinvert's generator.
+enum class RowReads { clean, noisy, wiener, dae_stage1, dae_stage3, corrected, zsinvert };
+
+// One row of `daei eval`'s tables, in the tables' order: the stage folder whose final model produces it (its inverter,
+// its corrector, zsinvert's generator; "" for eval.imported's models), what it reads, the row a corrected row starts
+// from, and whether it is a reference outside the threat model. Eval builds its rows from this table, in this order;
+// a row whose models are missing from the run is left out.
+struct EvalRowSpec {
+  std::string system;
+  std::string stage;
+  RowReads reads = RowReads::noisy;
+  std::string round0;      // a corrected row: the inverter row it corrects
+  bool reference = false;
+};
+const std::vector<EvalRowSpec>& eval_rows();
+const EvalRowSpec* find_eval_row(const std::string& system);  // null if none
+// The rows a stage's final models produce (by stage folder), in table order.
+std::vector<std::string> eval_rows_of(const std::string& folder);
 const StageSpec* find_stage(const std::string& name);  // by `--stage` name; null if none
 bool runs_in_pipeline(const StageSpec& s, const Config& cfg);
 
