@@ -171,7 +171,8 @@ TEST(DecodingChains, EvalKeysReachStage3sSelection) {
   {
     torch::manual_seed(test::seed(4));
     Dae dae(dae_options(cfg, 16));
-    save_dae(dae, 0.04, dir.str() + "/dae0");
+    dae->set_sigma0(0.04);
+    dae->save(dir.str() + "/dae0");
     make_inverter(cfg, 16, tok->vocab_size())->save(dir.str() + "/inv0");
   }
   std::vector<std::string> seen;
@@ -185,8 +186,8 @@ TEST(DecodingChains, EvalKeysReachStage3sSelection) {
     ASSERT_EQ(s.run(), kExitOk);
   }
   ASSERT_EQ(seen.size(), 5u);
-  double sigma0 = 0;
-  Dae dae = load_dae(dir.str() + "/sel/final/dae", &sigma0);
+  Dae dae = Dae::load(dir.str() + "/sel/final/dae");
+  const double sigma0 = dae->sigma0();
   auto inv = InverterImpl::load(dir.str() + "/sel/final/inverter");
   dae->eval();
   inv->eval();
