@@ -99,7 +99,7 @@ TEST(DecodingChains, EvalKeysChangeTheInverterRowsRecoveries) {
   EvalContext ctx;
   // The fixture's tokenizer lives as long as the test binary: an owner-less shared_ptr to it.
   ctx.tok = std::shared_ptr<SpmTokenizer>(std::shared_ptr<SpmTokenizer>(), const_cast<SpmTokenizer*>(&tokenizer()));
-  ctx.batch_size = 4;
+  ctx.batch_size = 8;  // one batch, as the direct decode below
   auto cfg = quiet_defaults();
   ctx.decoding = eval_decoding(cfg);
   ctx.max_length_eval = cfg.integer("inverter.max_length_eval");
