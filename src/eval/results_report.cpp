@@ -15,6 +15,7 @@
 #include "eval/metrics.h"
 #include "eval/per_round.h"
 #include "eval/systems.h"
+#include "model/release/embedder.h"
 
 namespace daei {
 namespace fs = std::filesystem;
