@@ -108,20 +108,20 @@ const std::vector<EvalRowSpec>& eval_rows() {
       // the paper's CLEAN-TO-NOISY when they were trained on the embedder the release adds noise to).
       {"imported-inverter", "", R::noisy, "", true},
       {"imported-vec2text", "", R::corrected, "imported-inverter", true},
-      {"noisy-inverter", "noisy-inverter", R::noisy},
-      {"noisy-vec2text", "noisy-corrector", R::corrected, "noisy-inverter"},
-      {"wiener-inverter", "wiener-inverter", R::wiener},
-      {"dae-only", "stage2", R::dae_stage1},
-      {"dae-corrected", "dae-corrector", R::corrected, "dae-only"},
-      {"dae-only-continued", "stage2-continued", R::dae_stage1},
-      {"dae-corrected-continued", "dae-continued-corrector", R::corrected, "dae-only-continued"},
-      {"joint-no-corrector", "stage3", R::dae_stage3},
+      {"noisy-inverter", "noisy-inverter", R::noisy, "", false},
+      {"noisy-vec2text", "noisy-corrector", R::corrected, "noisy-inverter", false},
+      {"wiener-inverter", "wiener-inverter", R::wiener, "", false},
+      {"dae-only", "stage2", R::dae_stage1, "", false},
+      {"dae-corrected", "dae-corrector", R::corrected, "dae-only", false},
+      {"dae-only-continued", "stage2-continued", R::dae_stage1, "", false},
+      {"dae-corrected-continued", "dae-continued-corrector", R::corrected, "dae-only-continued", false},
+      {"joint-no-corrector", "stage3", R::dae_stage3, "", false},
       // A reference only under protocol.clean_hypotheses (eval decides).
-      {"daei", "stage4", R::corrected, "joint-no-corrector"},
+      {"daei", "stage4", R::corrected, "joint-no-corrector", false},
       // The daei corrector scoring and correcting with clean hypothesis embeddings (eval.clean_hypotheses_reference).
       {"daei-clean-hyp", "stage4", R::corrected, "joint-no-corrector", true},
-      {"zsinvert", "lm", R::zsinvert},
-      {"zsinvert-dae", "lm", R::zsinvert},
+      {"zsinvert", "lm", R::zsinvert, "", false},
+      {"zsinvert-dae", "lm", R::zsinvert, "", false},
   };
   return rows;
 }
