@@ -53,12 +53,8 @@ struct CacheBuildOptions {
   // The cache.* keys (read_config_fields); split, corpus_file and cache_dir come from the run's layout.
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
-    v("shard_rows", s.shard_rows);
-    v("batch_size", s.batch_size);
-    v("dtype", s.dtype);
-    v("chunk_kb", s.chunk_kb);
-    v("clean_train_reference", s.clean_train_reference);
-    v("max_rows_per_s", s.max_rows_per_s);
+    v("shard_rows", s.shard_rows), v("batch_size", s.batch_size), v("dtype", s.dtype), v("chunk_kb", s.chunk_kb);
+    v("clean_train_reference", s.clean_train_reference), v("max_rows_per_s", s.max_rows_per_s);
   }
   static CacheBuildOptions from_config(const Config& cfg, const std::string& run_dir, const std::string& split);
 };
@@ -80,11 +76,7 @@ struct VerifyResult {
   // What the manifest says (read_json_fields); shards and digest are counted and computed.
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
-    v("rows", s.rows);
-    v("dim", s.dim);
-    v("dtype", s.dtype);
-    v("embedder", s.embedder);
-    v("sigma", s.sigma);
+    v("rows", s.rows), v("dim", s.dim), v("dtype", s.dtype), v("embedder", s.embedder), v("sigma", s.sigma);
   }
 };
 // Checks every shard's checksums (fletcher32 on read, content digest) and attributes against the manifest.

@@ -34,13 +34,8 @@ struct DaeOptions {
   // The one list of fields: dae.json and the `dae:` config section are read and written through it.
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
-    v("dim", s.dim);
-    v("hidden", s.hidden);
-    v("depth", s.depth);
-    v("dropout", s.dropout);
-    v("spectral_norm", s.spectral_norm);
-    v("sigma_cond", s.sigma_cond);
-    v("power_iterations", s.power_iterations);
+    v("dim", s.dim), v("hidden", s.hidden), v("depth", s.depth), v("dropout", s.dropout);
+    v("spectral_norm", s.spectral_norm), v("sigma_cond", s.sigma_cond), v("power_iterations", s.power_iterations);
   }
 };
 

@@ -23,19 +23,12 @@ struct BertConfig {
   // The config.json keys, listed once (read and written through core/fields.h).
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
-    v("vocab_size", s.vocab_size);
-    v("hidden_size", s.hidden_size);
-    v("num_hidden_layers", s.num_hidden_layers);
-    v("num_attention_heads", s.num_attention_heads);
-    v("intermediate_size", s.intermediate_size);
-    v("hidden_act", s.hidden_act);
-    v("hidden_dropout_prob", s.hidden_dropout_prob);
+    v("vocab_size", s.vocab_size), v("hidden_size", s.hidden_size), v("num_hidden_layers", s.num_hidden_layers);
+    v("num_attention_heads", s.num_attention_heads), v("intermediate_size", s.intermediate_size);
+    v("hidden_act", s.hidden_act), v("hidden_dropout_prob", s.hidden_dropout_prob);
     v("attention_probs_dropout_prob", s.attention_probs_dropout_prob);
-    v("max_position_embeddings", s.max_position_embeddings);
-    v("type_vocab_size", s.type_vocab_size);
-    v("layer_norm_eps", s.layer_norm_eps);
-    v("pad_token_id", s.pad_token_id);
-    v("daei_with_pooler", s.with_pooler);
+    v("max_position_embeddings", s.max_position_embeddings), v("type_vocab_size", s.type_vocab_size);
+    v("layer_norm_eps", s.layer_norm_eps), v("pad_token_id", s.pad_token_id), v("daei_with_pooler", s.with_pooler);
   }
 
   static BertConfig from_json_text(const std::string& text, const std::string& source = "config.json");

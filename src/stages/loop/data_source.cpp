@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "data/run_layout.h"
 #include "model/release/release.h"
@@ -33,21 +34,26 @@ EvalSplit synthetic_split(int64_t rows, int64_t dim, double sigma, uint64_t seed
   return out;
 }
 
-namespace {
-bool synthetic(const Config& cfg) { return cfg.integer("train.synthetic_rows") > 0; }
-}  // namespace
+DataSourceOptions DataSourceOptions::from_config(const Config& cfg) {
+  DataSourceOptions o;
+  train_fields(o, config_reader(cfg, "train"));
+  cache_fields(o, config_reader(cfg, "cache"));
+  return o;
+}
 
 EvalSplit synthetic_from_config(const Config& cfg, const std::string& split) {
-  const int64_t n = cfg.integer("train.synthetic_rows");
-  return synthetic_split(split == "train" ? n : std::max<int64_t>(64, n / 8), cfg.integer("train.synthetic_dim"),
-                         cfg.real("train.synthetic_sigma"), static_cast<uint64_t>(cfg.integer("run.seed")), split);
+  const auto o = DataSourceOptions::from_config(cfg);
+  const int64_t n = o.synthetic_rows;
+  return synthetic_split(split == "train" ? n : std::max<int64_t>(64, n / 8), o.synthetic_dim, o.synthetic_sigma,
+                         static_cast<uint64_t>(cfg.integer("run.seed")), split);
 }
 
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
                                                      const std::string& split, const Release& release) {
-  if (synthetic(cfg)) {
+  const auto options = DataSourceOptions::from_config(cfg);
+  if (options.synthetic_rows > 0) {
     LOG_WARN("[data] train.synthetic_rows = {}: the {} split is seeded synthetic rows, not the cache; what is trained "
-             "on them measures no embedder", cfg.integer("train.synthetic_rows"), split);
+             "on them measures no embedder", options.synthetic_rows, split);
     auto s = synthetic_from_config(cfg, split);
     return std::make_shared<InMemoryDataset>(s.noisy, std::vector<std::string>{}, s.sigma);
   }
@@ -58,7 +64,7 @@ std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const st
   CacheExpect expect;
   expect.sigma = release.sigma();
   CacheReadOptions read;
-  read.buffer_bytes = cfg.integer("cache.read_buffer_mb") << 20;
+  read.buffer_bytes = options.read_buffer_mb << 20;
   return std::shared_ptr<const NoisyDataset>(NoisyCache::open(dir, expect, read));
 }
 

@@ -15,6 +15,24 @@ namespace daei {
 class Config;
 class Release;
 
+// The train.synthetic_* keys (rows 0: the caches) and cache.read_buffer_mb, read once by from_config.
+struct DataSourceOptions {
+  int64_t synthetic_rows = 0, synthetic_dim = 0;
+  double synthetic_sigma = 0;
+  int64_t read_buffer_mb = 0;
+
+  template <class Self, class Visit>
+  static void train_fields(Self& s, Visit&& v) {
+    v("synthetic_rows", s.synthetic_rows), v("synthetic_dim", s.synthetic_dim);
+    v("synthetic_sigma", s.synthetic_sigma);
+  }
+  template <class Self, class Visit>
+  static void cache_fields(Self& s, Visit&& v) {
+    v("read_buffer_mb", s.read_buffer_mb);
+  }
+  static DataSourceOptions from_config(const Config& cfg);
+};
+
 // A split's noisy rows, checked against the σ of the run's release (its cache was noised at that σ).
 std::shared_ptr<const NoisyDataset> open_noisy_split(const Config& cfg, const std::string& run_dir,
                                                      const std::string& split, const Release& release);

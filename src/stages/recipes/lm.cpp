@@ -6,12 +6,14 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/fsutil.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
 #include "model/text/token_batch.h"
 #include "stages/loop/heldout.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage2.h"
 #include "stages/recipes/token_init.h"
 #include "stages/loop/trainer.h"
@@ -55,10 +57,19 @@ T5Config lm_t5_config(const Config& cfg, int64_t vocab_size, int64_t extra_vocab
   return c;
 }
 
+LmOptions LmOptions::from_config(const Config& cfg) {
+  LmOptions o;
+  fields(o, config_reader(cfg, "lm"));
+  return o;
+}
+
 TextObjective lm_objective(const Config& cfg, int64_t eos_id) {
+  const auto options = LmOptions::from_config(cfg);
   TextObjective o;
-  o.max_length = cfg.integer("lm.max_length");
-  const double lo = cfg.real("lm.min_drop"), hi = cfg.real("lm.max_drop");
+  o.max_length = options.max_length;
+  o.lr = options.lr;
+  o.weight_decay = options.weight_decay;
+  const double lo = options.min_drop, hi = options.max_drop;
   DAEI_CHECK(lo <= hi, "lm.min_drop {} is above lm.max_drop {}", lo, hi);
   const uint64_t seed = static_cast<uint64_t>(cfg.integer("run.seed"));
   o.make = [=](const std::vector<int64_t>& ids, int64_t step, int64_t row) {
@@ -95,13 +106,14 @@ LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage
   const uint64_t seed = static_cast<uint64_t>(cfg.integer("run.seed"));
   torch::manual_seed(splitmix64(seed ^ 0x4C4D5ULL));
   model_ = T5Model(lm_t5_config(cfg, tok_->vocab_size(), obj_.extra_vocab));
-  if (const std::string t5_dir = cfg.str("inverter.t5_dir"); !t5_dir.empty()) {
+  const auto inverter_options = InverterOptions::from_config(cfg);
+  if (const std::string& t5_dir = inverter_options.t5_dir; !t5_dir.empty()) {
     DAEI_CHECK(obj_.extra_vocab == 0, "[{}] cannot start from inverter.t5_dir {}: its vocabulary has no room for {} "
                "extra ids", tag, t5_dir, obj_.extra_vocab);
     model_->load_weights(t5_dir + "/model.safetensors");
     LOG_INFO("[{}] T5 starts from {}", tag, t5_dir);
   } else if (token_box) {
-    const auto r = init_token_embeddings(*model_, *tok_, *token_box, cfg.integer("inverter.token_init_queries"),
+    const auto r = init_token_embeddings(*model_, *tok_, *token_box, inverter_options.token_init_queries,
                                          splitmix64(seed ^ 0x70CE2ULL));
     LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
              r.initialised, r.pieces, r.queries);
@@ -113,7 +125,7 @@ LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage
   opt.tag = tag;
   opt.resume = resume;
   opt.force = force;
-  ParamGroupSpec g{tag, model_->parameters(), cfg.real(tag + ".lr"), cfg.real(tag + ".weight_decay"), 0.0};
+  ParamGroupSpec g{tag, model_->parameters(), obj_.lr, obj_.weight_decay, 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", model_.ptr()}}, std::vector{g});
   trainer_->terms = {"loss", "tokens", "kept"};
   trainer_->loss = [this, device](const Batch& b) {
@@ -154,7 +166,7 @@ void LmStage::batch(const LmTrainData& d, const std::vector<int64_t>& rows, int6
 void LmStage::enable_heldout(const Config& cfg, Communicator& comm, LmTrainData val) {
   if (trainer_->options().eval_every <= 0 || val.rows <= 0) return;
   val_ = std::move(val);
-  const int64_t rows = std::min(cfg.integer("train.heldout_rows"), val_.rows);
+  const int64_t rows = std::min(HeldoutOptions::from_config(cfg).rows, val_.rows);
   const int64_t batch_rows = trainer_->options().global_batch;
   const at::Device device = model_->shared->weight.device();
   trainer_->evaluate = [this, rows, batch_rows, device, &comm](int64_t) {

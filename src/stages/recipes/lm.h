@@ -61,6 +61,22 @@ struct TextObjective {
   std::string about_json;          // final/<final_name>/training.json
   std::string summary;             // the start line of the log
   int64_t max_length = 32;         // tokens of a training text (eos included)
+  double lr = 0, weight_decay = 0;  // the section's optimizer values
+};
+
+// The lm.* keys the lm stage reads itself, read once by from_config (the values: configs/defaults/lm.yaml); steps,
+// batch_size, grad_accum, schedule, warmup_steps, clip_norm and eval_every are the Trainer's (trainer_options).
+struct LmOptions {
+  double lr = 0, weight_decay = 0;
+  int64_t max_length = 0;
+  double min_drop = 0, max_drop = 0;
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("lr", s.lr), v("weight_decay", s.weight_decay), v("max_length", s.max_length);
+    v("min_drop", s.min_drop), v("max_drop", s.max_drop);
+  }
+  static LmOptions from_config(const Config& cfg);
 };
 
 // The lm stage's objective: drop_pieces at a rate r ~ U[lm.min_drop, lm.max_drop] per example, the whole text as

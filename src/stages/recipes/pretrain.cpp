@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/rng.h"
 #include "data/run_layout.h"
 
@@ -88,13 +89,22 @@ TextExample apply_span_corruption(const std::vector<int64_t>& ids, const std::ve
   return ex;
 }
 
+PretrainOptions PretrainOptions::from_config(const Config& cfg) {
+  PretrainOptions o;
+  fields(o, config_reader(cfg, "pretrain"));
+  return o;
+}
+
 TextObjective pretrain_objective(const Config& cfg, int64_t tokenizer_vocab, int64_t eos_id) {
+  const auto options = PretrainOptions::from_config(cfg);
   TextObjective o;
   o.section = "pretrain";
   o.final_name = "t5";
-  o.max_length = cfg.integer("pretrain.max_length");
-  o.extra_vocab = cfg.integer("pretrain.sentinels");
-  const double density = cfg.real("pretrain.noise_density"), mean_span = cfg.real("pretrain.mean_span_length");
+  o.max_length = options.max_length;
+  o.extra_vocab = options.sentinels;
+  o.lr = options.lr;
+  o.weight_decay = options.weight_decay;
+  const double density = options.noise_density, mean_span = options.mean_span_length;
   int64_t most = 0;  // the pieces of a text are at most max_length − 1 (eos excluded)
   for (int64_t n = 0; n < o.max_length; ++n) most = std::max(most, span_count(n, density, mean_span));
   DAEI_CHECK(most <= o.extra_vocab,
@@ -124,7 +134,7 @@ TextObjective pretrain_objective(const Config& cfg, int64_t tokenizer_vocab, int
 }
 
 std::string pretrained_t5_dir(const Config& cfg, const std::string& run_dir) {
-  return cfg.flag("pretrain.enabled") ? RunLayout(run_dir).final_module("pretrain", "t5") : "";
+  return PretrainOptions::from_config(cfg).enabled ? RunLayout(run_dir).final_module("pretrain", "t5") : "";
 }
 
 }  // namespace daei

@@ -22,6 +22,22 @@ namespace daei {
 class Config;
 class SplitMix;
 
+// The pretrain.* keys the stage reads itself, read once by from_config (the values: configs/defaults/pretrain.yaml);
+// steps, batch_size, grad_accum, schedule, warmup_steps, clip_norm and eval_every are the Trainer's (trainer_options).
+struct PretrainOptions {
+  bool enabled = false;
+  double lr = 0, weight_decay = 0;
+  int64_t max_length = 0, sentinels = 0;
+  double noise_density = 0, mean_span_length = 0;
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("enabled", s.enabled), v("lr", s.lr), v("weight_decay", s.weight_decay), v("max_length", s.max_length);
+    v("sentinels", s.sentinels), v("noise_density", s.noise_density), v("mean_span_length", s.mean_span_length);
+  }
+  static PretrainOptions from_config(const Config& cfg);
+};
+
 // T5's noise mask over n pieces (true = noise). n < 2: every piece is noise (nothing else can be asked).
 std::vector<bool> span_noise_mask(int64_t n, double noise_density, double mean_span_length, SplitMix& rng);
 // The number of spans span_noise_mask makes of n pieces (at most this many sentinels are needed).

@@ -19,6 +19,7 @@
 #include "model/attack/imported_models.h"
 #include "model/net/t5_pretrained.h"
 #include "stages/loop/heldout.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/recipes/token_init.h"
 #include "stages/loop/trainer.h"
 
@@ -27,24 +28,24 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 InverterConfig inverter_config(const Config& cfg, int64_t dim, int64_t vocab_size) {
+  const auto o = InverterOptions::from_config(cfg);
   InverterConfig c;
   c.dim = dim;
-  c.repeat = cfg.integer("inverter.repeat_tokens");
-  const std::string t5_dir = cfg.str("inverter.t5_dir");
-  if (!t5_dir.empty()) {
-    c.t5 = T5Config::from_file(t5_dir + "/config.json");
+  c.repeat = o.repeat_tokens;
+  if (!o.t5_dir.empty()) {
+    c.t5 = T5Config::from_file(o.t5_dir + "/config.json");
   } else {
     c.t5.vocab_size = vocab_size;
-    c.t5.d_model = cfg.integer("inverter.d_model");
-    c.t5.d_kv = cfg.integer("inverter.d_kv");
-    c.t5.d_ff = cfg.integer("inverter.d_ff");
-    c.t5.num_layers = cfg.integer("inverter.num_layers");
-    c.t5.num_decoder_layers = cfg.integer("inverter.num_decoder_layers");
-    c.t5.num_heads = cfg.integer("inverter.num_heads");
-    c.t5.feed_forward_proj = cfg.str("inverter.feed_forward_proj");
+    c.t5.d_model = o.d_model;
+    c.t5.d_kv = o.d_kv;
+    c.t5.d_ff = o.d_ff;
+    c.t5.num_layers = o.num_layers;
+    c.t5.num_decoder_layers = o.num_decoder_layers;
+    c.t5.num_heads = o.num_heads;
+    c.t5.feed_forward_proj = o.feed_forward_proj;
     c.t5.tie_word_embeddings = true;
   }
-  c.t5.dropout_rate = cfg.real("inverter.dropout");
+  c.t5.dropout_rate = o.dropout;
   DAEI_CHECK(c.t5.vocab_size >= vocab_size, "inverter: T5 vocabulary {} is smaller than the tokenizer's {}",
              c.t5.vocab_size, vocab_size);
   return c;
@@ -52,7 +53,7 @@ InverterConfig inverter_config(const Config& cfg, int64_t dim, int64_t vocab_siz
 
 Inverter make_inverter(const Config& cfg, int64_t dim, int64_t vocab_size) {
   Inverter inv(inverter_config(cfg, dim, vocab_size));
-  const std::string t5_dir = cfg.str("inverter.t5_dir");
+  const std::string t5_dir = InverterOptions::from_config(cfg).t5_dir;
   if (!t5_dir.empty()) {
     inv->t5->load_weights(t5_dir + "/model.safetensors");
     LOG_INFO("[model] inverter T5 starts from {}", t5_dir);
@@ -61,7 +62,7 @@ Inverter make_inverter(const Config& cfg, int64_t dim, int64_t vocab_size) {
 }
 
 std::string init_from_folder(const Config& cfg) {
-  const std::string dir = cfg.str("inverter.init_from");
+  const std::string dir = InverterOptions::from_config(cfg).init_from;
   DAEI_CHECK(dir.empty() || file_exists(dir + "/inverter.json"),
              "inverter.init_from: {} is not an inverter folder (no inverter.json; `daei import vec2text` writes "
              "OUT/inverter/)", dir);
@@ -69,10 +70,11 @@ std::string init_from_folder(const Config& cfg) {
 }
 
 Inverter inverter_from_init(const Config& cfg, int64_t dim, const SpmTokenizer& tok) {
+  const auto o = InverterOptions::from_config(cfg);
   const std::string key = "inverter.init_from", dir = init_from_folder(cfg);
   const auto from = InverterImpl::load(dir);
   const InverterConfig want = inverter_config(cfg, dim, tok.vocab_size());
-  const bool shape_from_keys = cfg.str("inverter.t5_dir").empty();  // a fresh T5 of inverter.*'s shape
+  const bool shape_from_keys = o.t5_dir.empty();  // a fresh T5 of inverter.*'s shape
   const std::string t5_source = shape_from_keys ? "a fresh T5" : "inverter.t5_dir";
   std::vector<std::string> differ;
   auto compare = [&](const std::string& what, const std::string& where, const auto& have, const auto& configured) {
@@ -95,7 +97,7 @@ Inverter inverter_from_init(const Config& cfg, int64_t dim, const SpmTokenizer& 
   DAEI_CHECK(differ.empty(), "{}: {} is not the configured inverter: {}", key, dir, fmt::join(differ, "; "));
   check_tokenizer_fits(dir, h.vocab_size, tok, key);
   InverterConfig c = from->cfg;
-  c.t5.dropout_rate = cfg.real("inverter.dropout");  // trains as the configured inverter would
+  c.t5.dropout_rate = o.dropout;  // trains as the configured inverter would
   Inverter inv(c);
   load_module_state(*inv, module_state(*from), dir);
   return inv;
@@ -103,15 +105,15 @@ Inverter inverter_from_init(const Config& cfg, int64_t dim, const SpmTokenizer& 
 
 std::shared_ptr<SpmTokenizer> run_tokenizer(const Config& cfg, Communicator& comm, const std::string& run_dir,
                                             const NoisyDataset& train) {
-  const std::string given = cfg.str("inverter.tokenizer");
-  if (!given.empty()) return std::make_shared<SpmTokenizer>(given);
+  const auto o = InverterOptions::from_config(cfg);
+  if (!o.tokenizer.empty()) return std::make_shared<SpmTokenizer>(o.tokenizer);
   const RunLayout layout(run_dir);
   const std::string dir = layout.tokenizer_dir(), model = layout.tokenizer_model();
   comm.run_on_root([&] {
     if (file_exists(model)) return;
     make_dirs(dir);
     const std::string tmp = temp_sibling(dir + "/spm");
-    const int64_t n = std::min<int64_t>(train.size(), cfg.integer("inverter.spm_sentences"));
+    const int64_t n = std::min<int64_t>(train.size(), o.spm_sentences);
     {
       std::ofstream out(tmp + ".txt");
       const int64_t chunk = 4096;
@@ -122,7 +124,7 @@ std::shared_ptr<SpmTokenizer> run_tokenizer(const Config& cfg, Communicator& com
       }
       DAEI_CHECK(out.good(), "{}.txt: cannot write the tokenizer's training text", tmp);
     }
-    SpmTokenizer::train(tmp + ".txt", static_cast<int>(cfg.integer("inverter.vocab_size")), tmp,
+    SpmTokenizer::train(tmp + ".txt", static_cast<int>(o.vocab_size), tmp,
                         "--num_threads=1 --shuffle_input_sentence=false");
     fs::remove(tmp + ".txt");
     fs::rename(tmp + ".vocab", dir + "/spm.vocab");
@@ -147,20 +149,20 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   DAEI_CHECK(data_.rows > 0 && data_.embeddings && data_.texts, "[{}] no training data", tag);
   // The same initial weights for every inverter of a run (dae-only, noisy, clean): only the inputs differ.
   torch::manual_seed(splitmix64(attack_seed(cfg) ^ 0x1A7E27ULL));
-  const bool fresh = budget.init_dir.empty(), from_init = fresh && !cfg.str("inverter.init_from").empty();
+  const auto o = InverterOptions::from_config(cfg);
+  const bool fresh = budget.init_dir.empty(), from_init = fresh && !o.init_from.empty();
   inverter_ = !fresh     ? Inverter(InverterImpl::load(budget.init_dir))
               : from_init ? inverter_from_init(cfg, data_.dim, *tok_)
                           : make_inverter(cfg, data_.dim, tok_->vocab_size());
   if (from_init) {
-    LOG_INFO("[{}] starts from inverter.init_from {}", tag, cfg.str("inverter.init_from"));
+    LOG_INFO("[{}] starts from inverter.init_from {}", tag, o.init_from);
   } else if (fresh && !budget.pretrained_dir.empty()) {
     // Its token embeddings are the pretrained ones (token_init, when on, started the pretraining T5 instead).
     const auto r = load_pretrained_t5(*inverter_->t5, budget.pretrained_dir);
     LOG_INFO("[{}] T5 starts from the pretrained {} ({} tensors copied, {} cut to the tokenizer's pieces)", tag,
              budget.pretrained_dir, r.copied.size(), r.cut.size());
   } else if (fresh && budget.token_box) {
-    const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box,
-                                         cfg.integer("inverter.token_init_queries"),
+    const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box, o.token_init_queries,
                                          splitmix64(attack_seed(cfg) ^ 0x70CE2ULL));
     LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
              r.initialised, r.pieces, r.queries);
@@ -168,7 +170,7 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   const at::Device device = train_device(cfg, comm.local_rank());
   inverter_->to(device);
   inverter_->train();
-  max_len_ = cfg.integer("inverter.max_length_train");
+  max_len_ = o.max_length_train;
   auto opt = trainer_options(cfg, budget.section, stage_dir);
   if (budget.steps > 0) opt.total_steps = budget.steps;
   opt.tag = tag;
@@ -203,7 +205,7 @@ InverterStage::~InverterStage() = default;
 void InverterStage::enable_heldout(const Config& cfg, Communicator& comm, InverterTrainData val) {
   if (trainer_->options().eval_every <= 0 || val.rows <= 0) return;
   val_ = std::move(val);
-  const int64_t rows = std::min(cfg.integer("train.heldout_rows"), val_.rows);
+  const int64_t rows = std::min(HeldoutOptions::from_config(cfg).rows, val_.rows);
   const int64_t batch = trainer_->options().global_batch;
   const at::Device device = inverter_->t5->shared->weight.device();
   trainer_->evaluate = [this, rows, batch, device, &comm](int64_t) {

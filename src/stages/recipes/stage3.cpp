@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fields.h"
 #include "core/log.h"
 #include "dist/communicator.h"
 #include "model/net/generate.h"
@@ -14,6 +15,7 @@
 #include "stages/loop/heldout.h"
 #include "stages/recipes/pcgrad.h"
 #include "stages/recipes/stage1.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage2.h"
 #include "stages/loop/trainer.h"
 
@@ -23,10 +25,19 @@ namespace {
 constexpr uint64_t kTagCeDropout = 64;  // the DAE's dropout in the CE pass (the SURE pass uses stage 1's tags)
 }
 
+Stage3Options Stage3Options::from_config(const Config& cfg) {
+  Stage3Options o;
+  fields(o, config_reader(cfg, "stage3"));
+  DAEI_CHECK(o.pcgrad == "per_tensor" || o.pcgrad == "whole" || o.pcgrad == "off",
+             "stage3.pcgrad must be per_tensor, whole or off, got '{}'", o.pcgrad);
+  return o;
+}
+
 Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_dir,
                std::shared_ptr<const NoisyDataset> train, std::shared_ptr<SpmTokenizer> tok, const std::string& dae_dir,
                const std::string& inverter_dir, bool resume, bool force)
     : train_(std::move(train)), tok_(std::move(tok)), stage_dir_(stage_dir) {
+  const auto options = Stage3Options::from_config(cfg);
   seed_ = attack_seed(cfg);  // stage 1's streams: with λ = 0 a step is a stage-1 step
   dae_ = Dae::load_for(dae_dir, train_->sigma());
   inverter_ = Inverter(InverterImpl::load(inverter_dir));
@@ -35,28 +46,22 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   inverter_->to(device);
   dae_->train();
   inverter_->train();
-  sure_.divergence = cfg.str("stage1.sure.divergence");
-  sure_.probes = cfg.integer("stage1.sure.probes");
-  sure_.fd_eps = cfg.real("stage1.sure.fd_eps");
+  sure_ = Stage1Options::from_config(cfg).sure;
   sched_.mode = "fixed";  // DAEI's stage 3 default: σ₀ throughout
   sched_.sigma0 = dae_->sigma0();
   sched_.sigma_max = dae_->sigma0();
-  max_len_ = cfg.integer("inverter.max_length_train");
+  max_len_ = InverterOptions::from_config(cfg).max_length_train;
   select_decoding_ = eval_decoding(cfg);  // the selection scores recoveries as the evaluation's rows decode them
-  lambda_warmup_ = cfg.integer("stage3.lambda_warmup_steps");
-  lambda_max_ = cfg.real("stage3.lambda_max");
-  const std::string proj = cfg.str("stage3.pcgrad");
-  DAEI_CHECK(proj == "per_tensor" || proj == "whole" || proj == "off",
-             "stage3.pcgrad must be per_tensor, whole or off, got '{}'", proj);
-  whole_ = proj == "whole";
+  lambda_warmup_ = options.lambda_warmup_steps;
+  lambda_max_ = options.lambda_max;
+  whole_ = options.pcgrad == "whole";
 
   auto opt = trainer_options(cfg, "stage3", stage_dir);
   opt.resume = resume;
   opt.force = force;
   std::vector<ParamGroupSpec> groups{
-      {"inverter", inverter_->parameters(), cfg.real("stage3.lr_inverter"), cfg.real("stage3.weight_decay"), 0.0},
-      {"dae", dae_->parameters(), cfg.real("stage3.lr_dae"), cfg.real("stage3.weight_decay"),
-       cfg.real("stage3.dae_clip_norm")}};
+      {"inverter", inverter_->parameters(), options.lr_inverter, options.weight_decay, 0.0},
+      {"dae", dae_->parameters(), options.lr_dae, options.weight_decay, options.dae_clip_norm}};
   trainer_ = std::make_unique<Trainer>(comm, opt, train_->size(),
                                        ModuleList{{"dae.", dae_.ptr()}, {"inverter.", inverter_.ptr()}}, groups,
                                        std::vector<std::string>{"sure", "ce"});
@@ -93,7 +98,7 @@ Stage3::Stage3(const Config& cfg, Communicator& comm, const std::string& stage_d
   };
   // PCGrad on the global gradients: the DAE gets g_SURE + projected g_CE, the inverter g_CE.
   const size_t n_inv = inverter_->parameters().size();
-  trainer_->combine = [this, n_inv, proj](GradSets& sets) {
+  trainer_->combine = [this, n_inv, proj = options.pcgrad](GradSets& sets) {
     return combine_sure_ce(sets, trainer_->params(), n_inv, proj);
   };
   trainer_->save_final = [this](const std::string& dir) {
@@ -116,7 +121,7 @@ void Stage3::enable_heldout(const Config& cfg, Communicator& comm, std::shared_p
     return;
   }
   val_ = std::move(val);
-  const int64_t rows = std::min(cfg.integer("train.heldout_rows"), val_->size());
+  const int64_t rows = std::min(HeldoutOptions::from_config(cfg).rows, val_->size());
   const int64_t batch = trainer_->options().global_batch;
   trainer_->evaluate = [this, rows, batch, &comm](int64_t step) {
     const at::Device device = inverter_->t5->shared->weight.device();

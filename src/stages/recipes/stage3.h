@@ -28,6 +28,24 @@ class Trainer;
 // A recovery's score against its text (eval's vec2text BLEU; the stages do not link the metrics).
 using PairScore = std::function<double(const std::string& hypothesis, const std::string& reference)>;
 
+// The stage3.* keys the joint stage reads itself, read once by from_config (the values: configs/defaults/stage3.yaml);
+// steps, batch_size, grad_accum, schedule, warmup_steps, clip_norm and eval_every are the Trainer's
+// (trainer_options), select_by and control the command line's.
+struct Stage3Options {
+  double lr_inverter = 0, lr_dae = 0, weight_decay = 0, dae_clip_norm = 0;
+  double lambda_max = 0;
+  int64_t lambda_warmup_steps = 0;
+  std::string pcgrad;  // per_tensor | whole | off (from_config refuses another)
+
+  template <class Self, class Visit>
+  static void fields(Self& s, Visit&& v) {
+    v("lr_inverter", s.lr_inverter), v("lr_dae", s.lr_dae), v("weight_decay", s.weight_decay);
+    v("dae_clip_norm", s.dae_clip_norm), v("lambda_max", s.lambda_max);
+    v("lambda_warmup_steps", s.lambda_warmup_steps), v("pcgrad", s.pcgrad);
+  }
+  static Stage3Options from_config(const Config& cfg);
+};
+
 class Stage3 {
  public:
   Stage3(const Config& cfg, Communicator& comm, const std::string& stage_dir, std::shared_ptr<const NoisyDataset> train,
