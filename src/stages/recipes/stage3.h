@@ -40,8 +40,8 @@ struct Stage3Options {
   template <class Self, class Visit>
   static void fields(Self& s, Visit&& v) {
     v("lr_inverter", s.lr_inverter), v("lr_dae", s.lr_dae), v("weight_decay", s.weight_decay);
-    v("dae_clip_norm", s.dae_clip_norm), v("lambda_max", s.lambda_max);
-    v("lambda_warmup_steps", s.lambda_warmup_steps), v("pcgrad", s.pcgrad);
+    v("dae_clip_norm", s.dae_clip_norm), v("lambda_max", s.lambda_max), v("lambda_warmup_steps", s.lambda_warmup_steps);
+    v("pcgrad", s.pcgrad);
   }
   static Stage3Options from_config(const Config& cfg);
 };
