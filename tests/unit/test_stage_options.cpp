@@ -9,10 +9,14 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "stages/loop/data_source.h"
 #include "stages/recipes/hypotheses.h"
+#include "stages/recipes/lm.h"
+#include "stages/recipes/pretrain.h"
 #include "stages/recipes/sentence_embedder.h"
 #include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage1.h"
+#include "stages/recipes/stage3.h"
 #include "stages/recipes/stage4.h"
 
 using namespace daei;
@@ -79,6 +83,50 @@ TEST(StageOptions, Stage4AndTheSharedSectionsReadTheirKeys) {
   EXPECT_TRUE(inv.token_init);
   EXPECT_EQ(expect_fields_match(inv, cfg, "inverter"), 18);
   EXPECT_EQ(HeldoutOptions::from_config(cfg).rows, 11);
+}
+
+TEST(StageOptions, Stage3LmPretrainAndTheDataSourceReadTheirKeys) {
+  const auto cfg = config_with({"stage3.lr_dae=0.125", "stage3.lambda_warmup_steps=17", "stage3.pcgrad=whole",
+                                "lm.min_drop=0.3", "lm.lr=0.002", "pretrain.enabled=true", "pretrain.sentinels=9",
+                                "pretrain.weight_decay=0.05", "train.synthetic_rows=40", "train.synthetic_sigma=0.2",
+                                "cache.read_buffer_mb=3"});
+  const auto s3 = Stage3Options::from_config(cfg);
+  EXPECT_EQ(s3.lr_dae, 0.125);
+  EXPECT_EQ(s3.lambda_warmup_steps, 17);
+  EXPECT_EQ(s3.pcgrad, "whole");
+  EXPECT_EQ(expect_fields_match(s3, cfg, "stage3"), 7);
+  const auto lm = LmOptions::from_config(cfg);
+  EXPECT_EQ(lm.min_drop, 0.3);
+  EXPECT_EQ(expect_fields_match(lm, cfg, "lm"), 5);
+  const auto pre = PretrainOptions::from_config(cfg);
+  EXPECT_TRUE(pre.enabled);
+  EXPECT_EQ(pre.sentinels, 9);
+  EXPECT_EQ(expect_fields_match(pre, cfg, "pretrain"), 7);
+  // The objectives carry their section's optimizer values to the LmStage that trains them.
+  const auto lm_obj = lm_objective(cfg, 1);
+  EXPECT_EQ(lm_obj.lr, 0.002);
+  EXPECT_EQ(lm_obj.weight_decay, cfg.real("lm.weight_decay"));
+  const auto pre_obj = pretrain_objective(cfg, 100, 1);
+  EXPECT_EQ(pre_obj.lr, cfg.real("pretrain.lr"));
+  EXPECT_EQ(pre_obj.weight_decay, 0.05);
+  EXPECT_EQ(pre_obj.extra_vocab, 9);
+  const auto data = DataSourceOptions::from_config(cfg);
+  EXPECT_EQ(data.synthetic_rows, 40);
+  EXPECT_EQ(data.synthetic_sigma, 0.2);
+  EXPECT_EQ(data.synthetic_dim, cfg.integer("train.synthetic_dim"));
+  EXPECT_EQ(data.read_buffer_mb, 3);
+}
+
+TEST(StageOptions, Stage3RefusesAnUnknownPcgradMode) {
+  const auto cfg = config_with({"stage3.pcgrad=sometimes"});
+  try {
+    Stage3Options::from_config(cfg);
+    FAIL() << "stage3.pcgrad=sometimes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage3.pcgrad must be per_tensor, whole or off, got 'sometimes'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(StageOptions, EmbedderTrainReadsItsListOfSigmas) {
