@@ -20,6 +20,7 @@
 #include "model/attack/dae.h"
 #include "model/release/release.h"
 #include "stages/recipes/lm.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage1.h"
 
 namespace daei::cli {
@@ -64,7 +65,7 @@ int run(Context& ctx, const ZsinvertCommand& cmd) {
   std::vector<std::string> ids;
   for (int64_t i = 0; i < y.size(0); ++i) ids.push_back(fmt::format("zsinvert/{}", i));
   const std::string system = dae ? "zsinvert-dae" : "zsinvert";
-  auto r = run_zsinvert(y, ids, query, shield, t5_generator(lm, tok, cfg.integer("inverter.max_length_eval")),
+  auto r = run_zsinvert(y, ids, query, shield, t5_generator(lm, tok, InverterOptions::from_config(cfg).max_length_eval),
                         zsinvert_options(cfg));
   std::string out;
   for (size_t i = 0; i < r.best_text.size(); ++i)

@@ -27,6 +27,7 @@
 #include "stages/recipes/lm.h"
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/catalogue.h"
+#include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage4.h"
 
 namespace daei {
@@ -135,7 +136,7 @@ void load_models(const Config& cfg, const RunLayout& layout, EvalContext& c) {
   c.tok = std::make_shared<SpmTokenizer>(tok);
   c.clean_embedder = make_reference_embedder(cfg);  // the defender's model (a remote release needs one named)
   c.embedder_id = cfg.str("embedder.kind") == "glove" ? "glove-100d" : c.clean_embedder->id();
-  c.max_length_eval = cfg.integer("inverter.max_length_eval");
+  c.max_length_eval = InverterOptions::from_config(cfg).max_length_eval;
   c.batch_size = cfg.integer("eval.batch_size");
   c.decoding = eval_decoding(cfg);
   for (const auto& row : eval_rows())
