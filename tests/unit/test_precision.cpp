@@ -182,11 +182,15 @@ TEST(Precision, MpLinearGradientsMatchTorchLinear) {
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(f[i], ref[i])) << "fp32 mode is torch::linear, " << i;
     auto h = run(Precision::bf16, bias);
     const char* names[] = {"mp_linear y", "mp_linear grad x", "mp_linear grad w", "mp_linear grad b"};
+    // bf16 keeps 8 bits: each operand rounds by ≤ 2^-9 relative. Where the CPU multiplies bf16 natively (oneDNN)
+    // the products are summed in fp32, and sums of 96, 80 or 35 products stay within 1 %. libtorch 1.13's fallback on
+    // other CPUs sums in bf16 (measured on Zen 3: 1.7 % here, 5.7 % at 1,000 products), one reason
+    // resolve_precision refuses bf16 there; the path still runs, held to that looser bound.
+    const double tolerance = cpu_bf16().native() ? 1e-2 : 4e-2;
     for (size_t i = 0; i < (bias ? 4u : 3u); ++i) {
       EXPECT_EQ(h[i].scalar_type(), torch::kFloat) << names[i];
       EXPECT_EQ(h[i].sizes(), ref[i].sizes()) << names[i];
-      // bf16 keeps 8 bits: each operand rounds by ≤ 2^-9 relative; sums of 96 (or 35) products stay within 1 %.
-      EXPECT_LT(rel_diff(ref[i], h[i], names[i]), 1e-2) << names[i];
+      EXPECT_LT(rel_diff(ref[i], h[i], names[i]), tolerance) << names[i];
     }
     EXPECT_FALSE(torch::equal(h[0], ref[0])) << "the bf16 path did not run";
     if (bias) {
