@@ -104,7 +104,8 @@ double max_rel_error(const Setup& a, torch::optim::Optimizer& oa, const Setup& b
       const auto& pa = a.groups[g][i];
       const auto& pb = b.groups[g][i];
       cmp(pa.detach(), pb.detach());
-      const auto key = [](const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); };
+      using Key = std::decay_t<decltype(oa.state())>::key_type;
+      const auto key = [](const at::Tensor& p) { return param_state_key<Key>(p); };
       const auto& sa = static_cast<const AdamWParamState&>(*oa.state().at(key(pa)));
       const auto& sb = static_cast<const AdamWParamState&>(*ob.state().at(key(pb)));
       EXPECT_EQ(sa.step(), sb.step()) << "group " << g << " param " << i;

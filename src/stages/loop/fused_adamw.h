@@ -9,9 +9,25 @@
 #pragma once
 #include <torch/optim/adamw.h>
 
+#include <sstream>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace daei {
+
+// libtorch keys an optimizer's per-parameter state by the parameter's TensorImpl: its address printed as a string up
+// to 1.13, the pointer itself in 2.x. Key = the optimizer's map's key_type, so both build.
+template <class Key>
+Key param_state_key(const at::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;  // what 1.13's c10::guts::to_string did
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
 
 class FusedAdamW : public torch::optim::AdamW {
  public:
@@ -23,6 +39,8 @@ class FusedAdamW : public torch::optim::AdamW {
  private:
   bool can_fuse() const;
   bool last_step_fused_ = false;
+  // the key type of libtorch's per-parameter state map (a string up to 1.13, the TensorImpl pointer in 2.x)
+  using StateKey = std::decay_t<decltype(state_)>::key_type;
 };
 
 // True when libtorch's CPU kernels compute `a + alpha·b` as one fused multiply-add (its AVX2/AVX512 kernels; not
