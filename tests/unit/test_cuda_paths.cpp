@@ -64,6 +64,7 @@ TEST(CudaPaths, NoDeviceIsReportedCleanly) {
   // Precision auto on this machine resolves on the CPU's own bf16 support, never on CUDA's.
   std::string why;
   Config cfg = with_device("auto");
+  cfg.set("train.precision=auto", "test");
   const Precision p = resolve_precision("auto", false, cpu_bf16(), &why);
   EXPECT_EQ(configure_precision(cfg), p) << why;
   set_matmul_precision(Precision::fp32);
