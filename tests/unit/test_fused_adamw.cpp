@@ -153,7 +153,9 @@ TEST(FusedAdamW, MatchesLibtorchAdamWOver100StepsAndThreeGroups) {
     const double err = max_rel_error(a, *fused, b, *ref, &bitwise);
     EXPECT_LE(err, kNearLibtorch) << threads << " threads";
     // Same float roundings, same fused multiply-adds as libtorch 1.13's kernels: equal bit for bit there.
-    if (kBitwiseWithLibtorch) EXPECT_TRUE(bitwise) << threads << " threads: max relative error " << err;
+    if (kBitwiseWithLibtorch) {
+      EXPECT_TRUE(bitwise) << threads << " threads: max relative error " << err;
+    }
   }
 }
 
@@ -205,7 +207,9 @@ TEST(FusedAdamW, CheckpointsOfEitherOptimizerLoadIntoTheOther) {
     bool bitwise = false;
     EXPECT_LE(max_rel_error(s2, *o2, ref_setup, *ref, &bitwise), kBitwiseWithLibtorch ? 0.0 : kNearLibtorch)
         << "written by fused: " << fused_first;
-    if (kBitwiseWithLibtorch) EXPECT_TRUE(bitwise);
+    if (kBitwiseWithLibtorch) {
+      EXPECT_TRUE(bitwise);
+    }
   }
 }
 
