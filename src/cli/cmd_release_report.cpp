@@ -22,7 +22,8 @@ namespace {
 struct ReleaseReportCommand {
   std::string texts;  // empty: the run's corpus/test.jsonl
   int64_t max_texts = 2000;
-  std::vector<double> sigmas{0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.12, 0.15};
+  std::vector<double> sigmas{0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.10, 0.12, 0.14,
+                             0.16, 0.18, 0.20, 0.22, 0.25, 0.30, 0.35, 0.40, 0.50};
   double min_recall = 0.9;
   std::string out;  // empty: stdout only
   bool as_json = false;
@@ -61,7 +62,7 @@ int run_release_report(Context& ctx, const ReleaseReportCommand& cmd) {
 void add_release_report_flags(CLI::App& a, ReleaseReportCommand& o) {
   a.add_option("--texts", o.texts, "a corpus .jsonl of test texts (default: the run's corpus/test.jsonl)");
   a.add_option("--max-texts", o.max_texts, "texts to use, the first of the file (default 2000)");
-  a.add_option("--sigmas", o.sigmas, "the σ grid, comma-separated (default 0.01-0.10 by 0.01, 0.12, 0.15)")
+  a.add_option("--sigmas", o.sigmas, "the σ grid, comma-separated (default 0.01 to 0.5, 19 points)")
       ->delimiter(',');
   a.add_option("--min-recall", o.min_recall, "the utility bar: recall@1 the chosen σ keeps (default 0.9)");
   a.add_option("--out", o.out, "also write OUT.md and OUT.json");
