@@ -1,4 +1,5 @@
-// WordPiece against the original BERT tokenization.py (fixture made by tests/fixtures/make_wordpiece_fixture.py),
+// WordPiece against Hugging Face's fast tokenizer (the `tokenizers` library sentence-transformers runs) on the 80
+// hand-written cases of tests/fixtures/make_wordpiece_fixture.py (ids rewritten by wordpiece_unicode/make_fixture.py),
 // and the SentencePiece wrapper (training, T5 ids, encode/decode, truncation, batching).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -15,7 +16,7 @@ namespace {
 const std::string kWp = std::string(DAEI_FIXTURES) + "/wordpiece/";
 }
 
-TEST(WordPiece, MatchesOriginalBertTokenization) {
+TEST(WordPiece, MatchesHuggingFaceTokenizersOnHandWrittenCases) {
   daei::WordPieceTokenizer tok(kWp + "vocab.txt");
   std::ifstream in(kWp + "cases.jsonl");
   ASSERT_TRUE(in.good());

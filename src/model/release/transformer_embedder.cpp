@@ -152,6 +152,13 @@ at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) con
   return out;
 }
 
+std::vector<int64_t> TransformerEmbedder::token_ids(const std::string& text) const {
+  if (impl_->wordpiece) return impl_->wordpiece->encode(text, max_length_);
+  auto b = impl_->spm->encode_batch({text}, max_length_);
+  auto ids = b.input_ids[0].contiguous();
+  return std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+}
+
 std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg) {
   TransformerEmbedderSpec s;
   TransformerEmbedderSpec::fields(s, config_reader(cfg, "embedder"));

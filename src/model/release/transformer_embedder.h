@@ -46,6 +46,9 @@ class TransformerEmbedder final : public Embedder {
   std::string pooling() const { return pooling_; }  // "mean" | "cls"
   bool has_dense() const { return dense_w_.defined(); }
   bool normalize() const { return normalize_; }
+  int64_t max_length() const { return max_length_; }  // tokens per text, special tokens included
+  // The token ids embed() feeds the model for one text ([CLS] ... [SEP] or pieces + </s>, truncated to max_length).
+  std::vector<int64_t> token_ids(const std::string& text) const;
 
  private:
   struct Impl;

@@ -31,99 +31,66 @@ void append_map(std::u32string& out, const CpMap* m) {
     if (v) out.push_back(static_cast<char32_t>(v));
 }
 
-bool is_whitespace(char32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || in_ranges(kSpaceZs, c); }
-bool is_control(char32_t c) {
-  if (c == '\t' || c == '\n' || c == '\r') return false;
-  return in_ranges(kControlCcCf, c);
-}
-bool is_punctuation(char32_t c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
-  return in_ranges(kPunctP, c);
-}
-bool is_cjk(char32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+// Hugging Face `tokenizers` BertNormalizer and BertPreTokenizer, through the tables read off that library
+// (unicode_tables_gen.py).
+bool is_bert_white(char32_t c) { return in_ranges(kBertWhite, c); }
+bool is_punctuation(char32_t c) { return in_ranges(kBertPunct, c); }
+
+// BertNormalizer: clean_text (drop NUL, U+FFFD and every "other" C* character but \t \n \r; whitespace -> ' '),
+// handle_chinese_chars (spaces around CJK ideographs), then with lower-casing strip_accents (NFD, drop non-spacing
+// marks) and lowercase character by character (every capital sigma becomes U+03C3: no final-sigma rule).
+std::u32string bert_normalize(const std::u32string& s, bool lower) {
+  std::u32string out;
+  out.reserve(s.size());
+  auto fold = [&](char32_t c) {
+    if (!lower) {
+      out.push_back(c);
+    } else if (c >= 0xAC00 && c <= 0xD7A3) {  // Hangul syllable -> L V (T) jamo
+      const uint32_t si = c - 0xAC00;
+      out.push_back(0x1100 + si / (21 * 28));
+      out.push_back(0x1161 + (si % (21 * 28)) / 28);
+      if (si % 28) out.push_back(0x11A7 + si % 28);
+    } else if (in_ranges(kBertDrop, c)) {
+    } else if (const CpMap* m = find_map(kBertFold, c)) {
+      append_map(out, m);
+    } else {
+      out.push_back(c);
+    }
+  };
+  for (char32_t c : s) {
+    if (in_ranges(kBertClean, c)) continue;
+    if (is_bert_white(c)) {
+      out.push_back(' ');
+    } else if (in_ranges(kBertCjk, c)) {
+      out.push_back(' ');
+      fold(c);
+      out.push_back(' ');
+    } else {
+      fold(c);
+    }
+  }
+  return out;
 }
 
-// Python str.split() with no argument.
-std::vector<std::u32string> split_ws(const std::u32string& s) {
+// BertPreTokenizer: split on whitespace (dropped) and on punctuation (each mark its own word).
+std::vector<std::u32string> bert_pre_tokenize(const std::u32string& s) {
   std::vector<std::u32string> out;
   std::u32string cur;
+  auto flush = [&] {
+    if (!cur.empty()) out.push_back(std::move(cur));
+    cur.clear();
+  };
   for (char32_t c : s) {
-    if (is_python_space(c)) {
-      if (!cur.empty()) out.push_back(std::move(cur));
-      cur.clear();
+    if (is_bert_white(c)) {
+      flush();
+    } else if (is_punctuation(c)) {
+      flush();
+      out.push_back(std::u32string(1, c));
     } else {
       cur.push_back(c);
     }
   }
-  if (!cur.empty()) out.push_back(std::move(cur));
-  return out;
-}
-
-// Python str.lower(): per-character mapping plus the final-sigma rule for U+03A3.
-std::u32string py_lower(const std::u32string& s) {
-  std::u32string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char32_t c = s[i];
-    if (c == 0x3A3) {
-      bool before = false, after = false;
-      for (size_t j = i; j-- > 0;) {
-        if (in_ranges(kCaseIgnorable, s[j])) continue;
-        before = in_ranges(kCased, s[j]);
-        break;
-      }
-      for (size_t j = i + 1; j < s.size(); ++j) {
-        if (in_ranges(kCaseIgnorable, s[j])) continue;
-        after = in_ranges(kCased, s[j]);
-        break;
-      }
-      out.push_back(before && !after ? 0x3C2 : 0x3C3);
-      continue;
-    }
-    if (const CpMap* m = find_map(kLower, c))
-      append_map(out, m);
-    else
-      out.push_back(c);
-  }
-  return out;
-}
-
-// Canonical decomposition followed by dropping Mn marks (BERT's _run_strip_accents).
-std::u32string strip_accents(const std::u32string& s) {
-  std::u32string nfd;
-  for (char32_t c : s) {
-    if (c >= 0xAC00 && c <= 0xD7A3) {  // Hangul syllable -> L V (T) jamo
-      const uint32_t si = c - 0xAC00;
-      nfd.push_back(0x1100 + si / (21 * 28));
-      nfd.push_back(0x1161 + (si % (21 * 28)) / 28);
-      if (si % 28) nfd.push_back(0x11A7 + si % 28);
-    } else if (const CpMap* m = find_map(kNfd, c)) {
-      append_map(nfd, m);
-    } else {
-      nfd.push_back(c);
-    }
-  }
-  std::u32string out;
-  for (char32_t c : nfd)
-    if (!in_ranges(kMarkMn, c)) out.push_back(c);
-  return out;
-}
-
-std::vector<std::u32string> split_on_punc(const std::u32string& s) {
-  std::vector<std::u32string> out;
-  bool start_new = true;
-  for (char32_t c : s) {
-    if (is_punctuation(c)) {
-      out.push_back(std::u32string(1, c));
-      start_new = true;
-    } else {
-      if (start_new) out.emplace_back();
-      start_new = false;
-      out.back().push_back(c);
-    }
-  }
+  flush();
   return out;
 }
 
@@ -176,29 +143,8 @@ void WordPieceTokenizer::init(std::vector<std::string> tokens, bool lower, int m
 }
 
 std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
-  std::u32string clean;
-  for (char32_t c : utf8_to_u32(text)) {
-    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-    if (is_whitespace(c)) {
-      clean.push_back(' ');
-    } else if (is_cjk(c)) {
-      clean.push_back(' ');
-      clean.push_back(c);
-      clean.push_back(' ');
-    } else {
-      clean.push_back(c);
-    }
-  }
-  std::u32string joined;
-  for (auto& tok : split_ws(clean)) {
-    if (lower_) tok = strip_accents(py_lower(tok));
-    for (auto& piece : split_on_punc(tok)) {
-      joined += piece;
-      joined.push_back(' ');
-    }
-  }
   std::vector<std::string> out;
-  for (const auto& t : split_ws(joined)) out.push_back(u32_to_utf8(t));
+  for (const auto& t : bert_pre_tokenize(bert_normalize(utf8_to_u32(text), lower_))) out.push_back(u32_to_utf8(t));
   return out;
 }
 

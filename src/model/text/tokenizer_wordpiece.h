@@ -1,10 +1,13 @@
-// BERT WordPiece tokenizer from a vocab.txt, following the original BERT tokenization.py (and Hugging Face
-// BertTokenizer's defaults): clean text (drop NUL, U+FFFD and Cc/Cf controls, whitespace -> space), spaces
-// around CJK ideographs, whitespace split, lower-casing (Python str.lower(), including the final-sigma rule)
-// and accent stripping (canonical NFD, then drop Mn marks), punctuation splitting (ASCII 33-47, 58-64,
-// 91-96, 123-126 and every Unicode P* character), then greedy longest-match-first "##" sub-words, [UNK] for a
-// word longer than max_chars_per_word or with no match. Unicode data: tables generated from Python's
-// unicodedata (unicode_tables_gen.py), covering every code point, plus algorithmic Hangul decomposition.
+// BERT WordPiece tokenizer from a vocab.txt, as sentence-transformers runs it: Hugging Face's fast tokenizer (the
+// Rust `tokenizers` library's BertNormalizer + BertPreTokenizer + WordPiece, tests/fixtures/minilm/make_fixtures.sh
+// pins the version). Normaliser: clean text (drop NUL, U+FFFD and every "other" C* character of the library's
+// Unicode data: controls, format, unassigned, private use; whitespace -> space), spaces around CJK ideographs, and
+// with do_lower_case: strip accents (NFD, then drop non-spacing marks) and lower-case character by character (every
+// capital sigma becomes U+03C3; no final-sigma rule, unlike the original BERT tokenization.py). Pre-tokenizer: split
+// on whitespace and isolate punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and the library's P* characters). Then
+// greedy longest-match-first "##" sub-words, [UNK] for a word longer than max_chars_per_word or with no match.
+// Character classes: tables read off the library per code point (unicode_tables_gen.py), plus algorithmic Hangul
+// decomposition; the NFD's canonical reordering of combining marks is not modelled.
 #pragma once
 #include <cstdint>
 #include <string>
