@@ -140,6 +140,8 @@ void WordPieceTokenizer::init(std::vector<std::string> tokens, bool lower, int m
   unk_ = need("[UNK]");
   cls_ = need("[CLS]");
   sep_ = need("[SEP]");
+  for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+    if (vocab_.count(t)) specials_.emplace_back(t);
 }
 
 std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
@@ -149,7 +151,24 @@ std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& t
 }
 
 std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
+  // The special tokens written in the text itself ("[SEP]", "[MASK]" ...) are cut out first and kept whole, as the
+  // library's added tokens are (matched case-sensitively, before normalisation, leftmost then longest).
   std::vector<std::string> out;
+  size_t from = 0;
+  for (size_t at = text.find('['); at != std::string::npos; at = text.find('[', at + 1)) {
+    const std::string* match = nullptr;
+    for (const auto& sp : specials_)
+      if (text.compare(at, sp.size(), sp) == 0 && (!match || sp.size() > match->size())) match = &sp;
+    if (!match || at < from) continue;
+    tokenize_plain(text.substr(from, at - from), out);
+    out.push_back(*match);
+    from = at + match->size();
+  }
+  tokenize_plain(text.substr(from), out);
+  return out;
+}
+
+void WordPieceTokenizer::tokenize_plain(const std::string& text, std::vector<std::string>& out) const {
   for (const auto& word : basic_tokenize(text)) {
     const std::u32string chars = utf8_to_u32(word);
     if (static_cast<int>(chars.size()) > max_chars_) {
@@ -185,7 +204,6 @@ std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) c
     else
       out.insert(out.end(), subs.begin(), subs.end());
   }
-  return out;
 }
 
 int64_t WordPieceTokenizer::id(const std::string& token) const {

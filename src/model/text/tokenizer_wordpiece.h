@@ -6,6 +6,7 @@
 // capital sigma becomes U+03C3; no final-sigma rule, unlike the original BERT tokenization.py). Pre-tokenizer: split
 // on whitespace and isolate punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and the library's P* characters). Then
 // greedy longest-match-first "##" sub-words, [UNK] for a word longer than max_chars_per_word or with no match.
+// Special tokens written in the text ("[CLS]", "[MASK]" ...) are cut out before all that and kept whole.
 // Character classes: tables read off the library per code point (unicode_tables_gen.py), plus algorithmic Hangul
 // decomposition; the NFD's canonical reordering of combining marks is not modelled.
 #pragma once
@@ -49,7 +50,9 @@ class WordPieceTokenizer {
  private:
   WordPieceTokenizer() = default;
   void init(std::vector<std::string> tokens, bool lower, int max_chars, const std::string& source);
+  void tokenize_plain(const std::string& text, std::vector<std::string>& out) const;  // no special tokens in text
   std::vector<std::string> tokens_;
+  std::vector<std::string> specials_;  // BERT's special tokens the vocabulary has, kept whole where a text writes them
   std::unordered_map<std::string, int64_t> vocab_;
   bool lower_ = true;
   int max_chars_ = 100;
