@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>

@@ -104,42 +104,27 @@ def kv(d):
 # ------------------------------------------------------------------------------------------------- texts
 
 def make_texts(n, path_corpus, path_lengths, max_len=32):
-    """n sentences of varied length, half State of the Union sentences from the asset cache and half WordNet glosses
-    and examples (3–32 words), as the quickstart's corpus mixes them, written as a
-    corpus file and as token lengths (≈ 1.3 sentencepiece tokens a word + eos, at most max_len). Falls back to
-    seeded random lengths when the asset cache has no SOTU texts."""
-    assets = os.environ.get("DAEI_ASSETS") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                           os.path.expanduser("~/.cache"), "daei")
-    sotu = os.path.join(assets, "sotu")
-    sents = []
-    if os.path.isdir(sotu):
-        for f in sorted(os.listdir(sotu)):
-            if not f.endswith(".txt"):
-                continue
-            txt = open(os.path.join(sotu, f), encoding="utf-8", errors="replace").read()
-            for s in re.split(r"(?<=[.!?])\s+", " ".join(txt.split())):
-                w = s.split()
-                if 3 <= len(w) <= 32:
-                    sents.append(s)
-            if len(sents) >= 4 * n:
-                break
-    wn = "/usr/share/wordnet/data.noun"  # Debian wordnet-base: glosses and examples, the other half of the quickstart
+    """n sentences of varied length: WordNet glosses and examples (3–32 words; Debian wordnet-base), the short half
+    of the quickstart's corpus (its GCIDE sentences are of the same lengths), written as a corpus file and as token
+    lengths (≈ 1.3 sentencepiece tokens a word + eos, at most max_len). Falls back to seeded random lengths when
+    WordNet is not installed."""
     glosses = []
-    if os.path.exists(wn):
+    for pos in ("noun", "verb", "adj", "adv"):
+        wn = "/usr/share/wordnet/data." + pos
+        if not os.path.exists(wn):
+            continue
         for l in open(wn, encoding="utf-8", errors="replace"):
             if "|" in l and not l.startswith(" "):
                 for g in l.split("|", 1)[1].split(";"):
                     w = g.strip().strip('"').split()
                     if 3 <= len(w) <= 32:
                         glosses.append(" ".join(w))
-                if len(glosses) >= 4 * n:
+                if len(glosses) >= 4 * n * (1 + ("noun", "verb", "adj", "adv").index(pos)):
                     break
     import random
     rnd = random.Random(0)
-    rnd.shuffle(sents)
     rnd.shuffle(glosses)
-    if glosses:
-        sents = sents[:n // 2] + glosses[:n - min(len(sents), n // 2)]
+    sents = glosses[:n]
     if len(sents) < n:
         sents = [" ".join("w%d" % rnd.randrange(1000) for _ in range(rnd.randint(3, 24))) for _ in range(n)]
     rnd.shuffle(sents)

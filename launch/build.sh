@@ -20,7 +20,10 @@ if [[ ${1:-} == --debian-torch ]]; then
   TORCH_DIR=/usr/lib/x86_64-linux-gnu/cmake/Torch
 fi
 [[ -f "$TORCH_DIR/TorchConfig.cmake" ]] || { echo "build: no libtorch at $TORCH_DIR (run launch/setup.sh)" >&2; exit 1; }
-args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DTorch_DIR=$TORCH_DIR")
+# Its prefix first on CMAKE_PREFIX_PATH too: TorchConfig looks for Caffe2's config and for libtorch.so on the default
+# paths before its own folder, and would take Debian's (1.13) where libtorch-dev is installed.
+TORCH_PREFIX=$(cd "$TORCH_DIR/../../.." && pwd)
+args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DTorch_DIR=$TORCH_DIR" "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX")
 # CI proves the NCCL communicator compiles and links: with the wheel's NCCL (or the toolkit's) it is required.
 [[ -f "$TORCH_DIR/../../../../nvidia/nccl/include/nccl.h" || -f /usr/local/cuda/include/nccl.h ]] &&
   args+=(-DDAEI_REQUIRE_NCCL=ON)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs, builds and runs the whole DAEI attack on the embedded default (GloVe-100d, WordNet + SOTU, sigma 0.04)
+# Installs, builds and runs the whole DAEI attack on the embedded default (GloVe-100d, WordNet + GCIDE, sigma 0.04)
 # with `daei pipeline` on 2 ranks, then prints the results table. Re-running resumes: every step skips what is
 # complete and resumes what is partial.
 set -euo pipefail

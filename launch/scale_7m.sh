@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 16's measurements at the paper's 7 M rows on this machine (a benchmark, not a CI test; about 30 minutes on
-# 2 cores): corpus (real WordNet + SOTU texts and seeded recombinations of their clauses) → noisy cache on 2 ranks
+# 2 cores): corpus (real WordNet + GCIDE texts and seeded recombinations of their clauses) → noisy cache on 2 ranks
 # (float16, and float32 for its size) → stage 1, killed with -9 mid-run and resumed → stage 2 for a few steps →
 # a stage-2 epoch's data time; the same stages on the quickstart's 192 k rows, so that only the corpus size differs.
 # Needs the quickstart run (runs/quickstart: its caches and tokenizer). Writes runs/scale-7m/measure/scale.json.

@@ -1,6 +1,7 @@
 // daei: thin main. Parses the command line, starts MPI and logging, resolves the layered config, then hands over
 // to the registered subcommand. Exit codes: 0 ok, 1 error, 2 usage, 75 stopped on request after a checkpoint.
 #include <hdf5.h>
+#include <torch/cuda.h>
 #include <torch/version.h>
 #include <c10/util/Exception.h>
 
@@ -65,6 +66,19 @@ std::string library_versions() {
                                              : ", NCCL raw layer compiled; communicator needs a CUDA libtorch";
 #endif
   return s;
+}
+
+// `daei --version`: the build, its libraries and the communicator backends it has, and what this machine offers.
+std::string version_text() {
+#ifdef DAEI_NCCL_COMMUNICATOR
+  const bool nccl = true;
+#else
+  const bool nccl = false;
+#endif
+  const int devices = DAEI_TORCH_CUDA_BUILD ? static_cast<int>(torch::cuda::device_count()) : 0;
+  return fmt::format("daei {}\n{}\nlibtorch CUDA: {}\nbackends: local, mpi{}\nCUDA devices here: {}{}",
+                     DAEI_GIT_REV, library_versions(), DAEI_TORCH_CUDA_BUILD ? "yes" : "no (CPU-only build)",
+                     nccl ? ", nccl" : "", devices, devices == 0 ? " (the CPU is used)" : "");
 }
 
 std::string current_git_rev() { return DAEI_GIT_REV; }  // the build's commit (+ "-dirty"), written at build time
@@ -216,7 +230,7 @@ int main(int argc, char** argv) {
   using namespace daei;
   using namespace daei::cli;
   CLI::App app{"daei: measure how much text leaks from noise-protected text embeddings (DAEI attack)"};
-  app.set_version_flag("--version", std::string("daei ") + DAEI_GIT_REV);
+  app.set_version_flag("--version", [] { return version_text(); });
   app.require_subcommand(0, 1);
   CommonOptions opt;
   add_common(app, opt);

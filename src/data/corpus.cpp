@@ -189,18 +189,6 @@ class SplitWriter {
 
 namespace {
 
-// assets.dir, else $DAEI_ASSETS, else daei/ in the XDG cache folder.
-std::string assets_dir(const Config& cfg) {
-  std::string assets = cfg.str("assets.dir");
-  if (assets.empty()) {
-    const char* a = std::getenv("DAEI_ASSETS");
-    const char* x = std::getenv("XDG_CACHE_HOME");
-    const char* h = std::getenv("HOME");
-    assets = a && *a ? a : x && *x ? std::string(x) + "/daei" : std::string(h ? h : ".") + "/.cache/daei";
-  }
-  return assets;
-}
-
 // The sizes of the in-domain splits.
 struct SplitSizes {
   int64_t test = 0, val = 0, train = 0;  // train 0: the rest
@@ -230,7 +218,7 @@ struct CorpusBuild {
         budget(size_t(cfg.integer("corpus.sort_buffer_mb")) << 20),
         seed(uint64_t(cfg.integer("corpus.seed"))),
         min_words(cfg.integer("corpus.min_words")), max_words(cfg.integer("corpus.max_words")),
-        max_chars(cfg.integer("corpus.max_chars")), assets(assets_dir(cfg)) {}
+        max_chars(cfg.integer("corpus.max_chars")) {}
 
   const Config& cfg;
   const std::string& out_dir;
@@ -239,7 +227,6 @@ struct CorpusBuild {
   const size_t budget;
   const uint64_t seed;
   const int64_t min_words, max_words, max_chars;
-  const std::string assets;
   std::vector<std::string> source_names;  // by the source id of a record
   // corpus.synthesize_to: clauses of the in-domain texts, recombined below (see synthesize_clauses).
   std::vector<std::string> clauses;
@@ -249,15 +236,11 @@ struct CorpusBuild {
 
   using Reader = std::function<void(const std::function<void(std::string)>&)>;
 
-  // The reader of a source (wordnet, sotu, fortunes, or a file path) and its name in the stats and the splits.
+  // The reader of a source (wordnet, gcide, fortunes, or a file path) and its name in the stats and the splits.
   Reader reader_of(const std::string& src, std::string& name) const {
     name = src;
     if (src == "wordnet") return [this](auto& e) { read_wordnet(cfg.str("corpus.wordnet_dir"), e); };
-    if (src == "sotu") {
-      std::string d = cfg.str("corpus.sotu_dir");
-      if (d.empty()) d = assets + "/sotu";
-      return [d](auto& e) { read_sotu(d, e); };
-    }
+    if (src == "gcide") return [this](auto& e) { read_gcide(cfg.str("corpus.gcide_dir"), e); };
     if (src == "fortunes") return [this](auto& e) { read_fortunes(cfg.str("corpus.fortunes_dir"), e); };
     if (src.find('/') != std::string::npos || src.find('.') != std::string::npos) {
       name = "file:" + fs::path(src).filename().string();
@@ -265,7 +248,7 @@ struct CorpusBuild {
         read_user_file(src, cfg.str("corpus.text_field"), cfg.integer("corpus.tsv_column"), e);
       };
     }
-    throw UsageError(fmt::format("unknown corpus source '{}' (wordnet, sotu, fortunes, or a file path)", src));
+    throw UsageError(fmt::format("unknown corpus source '{}' (wordnet, gcide, fortunes, or a file path)", src));
   }
 
   // Every text of the sources, normalised and filtered (counted by reason), into the sorter under its seeded key.

@@ -35,7 +35,13 @@ int64_t count_words(const std::string& s);
 
 // The text sources. Each calls emit(text) for every raw text; errors name the file.
 void read_wordnet(const std::string& dir, const std::function<void(std::string)>& emit);
-void read_sotu(const std::string& dir, const std::function<void(std::string)>& emit);
+// GCIDE (Debian dict-gcide: DIR/gcide.index and DIR/gcide.dict.dz): definitions, usage notes and quotations, one
+// sentence each, with pronunciations, etymologies, bracketed labels and sources, sense numbers, subject labels and
+// the quotations' attributions stripped; paragraphs GCIDE took from WordNet alone are left out (the wordnet source
+// has them). A missing file, a damaged index or a damaged or truncated .dict.dz is one Error naming the file.
+void read_gcide(const std::string& dir, const std::function<void(std::string)>& emit);
+// The texts of one GCIDE entry (its dictd text: head line(s), then the body), as read_gcide emits them.
+void gcide_entry_texts(const std::string& entry, const std::function<void(std::string)>& emit);
 // Records separated by "%" lines; attribution lines ("-- Name", indented "--") stripped.
 void read_fortunes(const std::string& dir, const std::function<void(std::string)>& emit);
 // .jsonl (field), .tsv (column), anything else one text a line.

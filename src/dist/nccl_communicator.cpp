@@ -30,7 +30,7 @@ nccl_raw::DType dtype_of(at::ScalarType t) {
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(int local_rank)
-      : mpi_(make_mpi_communicator()), device_(local_rank % std::max(1, nccl_raw::cuda_device_count())) {
+      : mpi_(checked_mpi()), device_(local_rank % std::max(1, nccl_raw::cuda_device_count())) {
     auto id_tensor = torch::zeros({128}, torch::kUInt8);
     if (mpi_->rank() == 0) {
       auto id = nccl_raw::make_unique_id();
@@ -44,6 +44,14 @@ class NcclCommunicator final : public Communicator {
              mpi_->size(), device_);
   }
   ~NcclCommunicator() override { nccl_raw::destroy(comm_); }
+
+  // A CUDA build runs on machines without a GPU: asking for NCCL there is one clear error, before MPI or NCCL start.
+  static std::unique_ptr<Communicator> checked_mpi() {
+    DAEI_CHECK(nccl_raw::cuda_device_count() > 0,
+               "[dist] the NCCL communicator needs a CUDA device and this machine has none (dist.backend mpi or auto "
+               "runs on the CPU)");
+    return make_mpi_communicator();
+  }
 
   int rank() const override { return mpi_->rank(); }
   int size() const override { return mpi_->size(); }

@@ -17,6 +17,7 @@
 #include "dist/communicator.h"
 #include "eval/clean_cache.h"
 #include "eval/metrics.h"
+#include "eval/release_report.h"
 #include "eval/systems.h"
 #include "model/release/embedder.h"
 
@@ -24,17 +25,6 @@ namespace daei {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-// recall@k of noisy queries against the clean set (cosine), query i's answer is row i.
-std::pair<double, double> recall_at(const at::Tensor& noisy, const at::Tensor& clean) {
-  auto q = torch::nn::functional::normalize(noisy, torch::nn::functional::NormalizeFuncOptions().dim(1));
-  auto c = torch::nn::functional::normalize(clean, torch::nn::functional::NormalizeFuncOptions().dim(1));
-  auto sims = torch::matmul(q, c.t());
-  auto own = sims.diagonal().unsqueeze(1);
-  auto rank = (sims > own).sum(1);  // rows scoring strictly higher than the true one
-  return {(rank < 1).to(torch::kFloat64).mean().item<double>(), (rank < 10).to(torch::kFloat64).mean().item<double>()};
-}
-}  // namespace
 
 // Every title and legend entry is drawn as written (noenhanced): in gnuplot's enhanced text '@' makes a phantom box
 // ("recall@10" read "recall0"), '_' and '^' sub- and superscripts.
@@ -97,7 +87,7 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
       const double sigma = sp.sigma;
       const double cos_noisy =
           torch::cosine_similarity(sp.noisy.to(torch::kFloat64), sp.clean.to(torch::kFloat64), 1).mean().item<double>();
-      const auto [r1, r10] = recall_at(sp.noisy, sp.clean);
+      const auto [r1, r10] = recall_at(sp.noisy, sp.clean);  // eval/release_report.h
       const auto per = metrics::score_all(texts, refs);
       auto rec = ctx.clean_embedder->embed(texts);
       const double cos_rec =

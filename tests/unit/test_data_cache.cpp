@@ -162,7 +162,7 @@ TEST(Corpus, BadInputErrorsNameTheFileAndLeaveOutputsAlone) {
   EXPECT_NE(e.find("bad.jsonl:2"), std::string::npos) << e;
 }
 
-TEST(Corpus, WordnetAndSotuWhenInstalled) {
+TEST(Corpus, WordnetAndGcideWhenInstalled) {
   DAEI_REQUIRE_ASSET(fs::exists("/usr/share/wordnet/data.noun"), "wordnet-base (/usr/share/wordnet)");
   int64_t n = 0;
   bool saw_example = false;
@@ -172,6 +172,18 @@ TEST(Corpus, WordnetAndSotuWhenInstalled) {
   });
   EXPECT_GT(n, 150000);
   EXPECT_TRUE(saw_example);
+
+  DAEI_REQUIRE_ASSET(fs::exists("/usr/share/dictd/gcide.index"), "dict-gcide (/usr/share/dictd)");
+  n = 0;
+  bool saw_quote = false, saw_markup = false;
+  read_gcide("/usr/share/dictd", [&](std::string s) {
+    ++n;
+    saw_quote = saw_quote || s == "Not to be abed after midnight.";  // a quotation, its "--Shak." cut off
+    saw_markup = saw_markup || s.find_first_of("[]{}\\") != std::string::npos;
+  });
+  EXPECT_GT(n, 200000);  // 248,122 from dict-gcide 0.48.5
+  EXPECT_TRUE(saw_quote);
+  EXPECT_FALSE(saw_markup);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // rates and weight decays, 100 steps, parameters and state; save → load → continue; checkpoints of either optimizer
 // load into the other; the libtorch fall-back; and the Trainer with train.fused_adamw on and off.
 #include <gtest/gtest.h>
+#include <torch/version.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -104,7 +105,8 @@ double max_rel_error(const Setup& a, torch::optim::Optimizer& oa, const Setup& b
       const auto& pa = a.groups[g][i];
       const auto& pb = b.groups[g][i];
       cmp(pa.detach(), pb.detach());
-      const auto key = [](const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); };
+      using Key = std::decay_t<decltype(oa.state())>::key_type;
+      const auto key = [](const at::Tensor& p) { return param_state_key<Key>(p); };
       const auto& sa = static_cast<const AdamWParamState&>(*oa.state().at(key(pa)));
       const auto& sb = static_cast<const AdamWParamState&>(*ob.state().at(key(pb)));
       EXPECT_EQ(sa.step(), sb.step()) << "group " << g << " param " << i;
@@ -127,6 +129,12 @@ void load_from(torch::optim::Optimizer& o, const std::string& path) {
   o.load(ar);
 }
 
+// The fused pass repeats libtorch 1.13's roundings. libtorch 2.x's AdamW keeps the same moments bit for bit but
+// rounds the parameter update differently in about 2 of 10,000 elements a step (one unit in the last place; the probe
+// and its figures are in results/torch2.md); over 100 steps that is at most 4.3e-4 relative, on values near zero.
+constexpr bool kBitwiseWithLibtorch = TORCH_VERSION_MAJOR < 2;
+constexpr double kNearLibtorch = kBitwiseWithLibtorch ? 1e-6 : 1e-3;
+
 }  // namespace
 
 TEST(FusedAdamW, MatchesLibtorchAdamWOver100StepsAndThreeGroups) {
@@ -143,9 +151,11 @@ TEST(FusedAdamW, MatchesLibtorchAdamWOver100StepsAndThreeGroups) {
     EXPECT_TRUE(fused->last_step_fused());
     bool bitwise = false;
     const double err = max_rel_error(a, *fused, b, *ref, &bitwise);
-    EXPECT_LE(err, 1e-6) << threads << " threads";
-    // Same float roundings, same fused multiply-adds as libtorch's kernels: equal bit for bit.
-    EXPECT_TRUE(bitwise) << threads << " threads: max relative error " << err;
+    EXPECT_LE(err, kNearLibtorch) << threads << " threads";
+    // Same float roundings, same fused multiply-adds as libtorch 1.13's kernels: equal bit for bit there.
+    if (kBitwiseWithLibtorch) {
+      EXPECT_TRUE(bitwise) << threads << " threads: max relative error " << err;
+    }
   }
 }
 
@@ -195,8 +205,11 @@ TEST(FusedAdamW, CheckpointsOfEitherOptimizerLoadIntoTheOther) {
     load_from(*o2, path);
     run_steps(*o2, s2, 30, 60);
     bool bitwise = false;
-    EXPECT_EQ(max_rel_error(s2, *o2, ref_setup, *ref, &bitwise), 0.0) << "written by fused: " << fused_first;
-    EXPECT_TRUE(bitwise);
+    EXPECT_LE(max_rel_error(s2, *o2, ref_setup, *ref, &bitwise), kBitwiseWithLibtorch ? 0.0 : kNearLibtorch)
+        << "written by fused: " << fused_first;
+    if (kBitwiseWithLibtorch) {
+      EXPECT_TRUE(bitwise);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -13,6 +14,7 @@
 #include "core/safetensors.h"
 #include "core/sha256.h"
 #include "model/net/bert.h"
+#include "model/release/embedder.h"
 #include "model/net/precision.h"
 #include "model/release/sbert_json.h"
 #include "model/net/t5.h"
@@ -114,9 +116,15 @@ at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) con
   torch::NoGradGuard no_grad;
   // The black box's answers do not depend on the attacker's train.precision (caches, queries): always fp32.
   MatmulPrecisionGuard fp32(Precision::fp32);
+  // Batches of texts of similar length (sorted by bytes, a proxy for tokens), as sentence-transformers' encode does:
+  // a batch pads to its longest row, so mixing lengths multiplies the work. Rows go back to the callers' order.
+  std::vector<size_t> order(texts.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return texts[a].size() > texts[b].size(); });
   std::vector<at::Tensor> parts;
   for (size_t b = 0; b < texts.size(); b += batch_size_) {
-    std::vector<std::string> chunk(texts.begin() + b, texts.begin() + std::min(texts.size(), b + batch_size_));
+    std::vector<std::string> chunk;
+    for (size_t i = b; i < std::min(texts.size(), b + batch_size_); ++i) chunk.push_back(texts[order[i]]);
     at::Tensor hidden, mask;
     if (impl_->t5) {
       auto batch = impl_->spm->encode_batch(chunk, max_length_);
@@ -138,12 +146,20 @@ at::Tensor TransformerEmbedder::embed(const std::vector<std::string>& texts) con
     parts.push_back(e.contiguous());
   }
   if (parts.empty()) return torch::empty({0, dim_}, torch::kFloat32);
-  return torch::cat(parts);
+  at::Tensor sorted = torch::cat(parts);
+  at::Tensor out = torch::empty_like(sorted);
+  out.index_copy_(0, torch::tensor(std::vector<int64_t>(order.begin(), order.end()), torch::kLong), sorted);
+  return out;
 }
 
 std::shared_ptr<Embedder> make_transformer_embedder(const Config& cfg) {
   TransformerEmbedderSpec s;
   TransformerEmbedderSpec::fields(s, config_reader(cfg, "embedder"));
+  // A bare name that is not a folder here is an asset of the cache: `embedder.model: all-MiniLM-L6-v2` is the folder
+  // launch/setup.sh unpacked from its PyPI wheel.
+  if (!s.dir.empty() && !fs::exists(s.dir) && fs::path(s.dir).is_relative() &&
+      fs::is_directory(fs::path(asset_dir(cfg)) / s.dir))
+    s.dir = (fs::path(asset_dir(cfg)) / s.dir).string();
   return std::make_shared<TransformerEmbedder>(s);
 }
 

@@ -19,7 +19,6 @@ namespace {
 using torch::optim::AdamWOptions;
 using torch::optim::AdamWParamState;
 
-std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
 bool plain_float(const at::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided &&
@@ -60,7 +59,7 @@ bool FusedAdamW::can_fuse() const {
       const auto& g = p.grad();
       if (!plain_float(p) || !plain_float(g) || g.sizes() != p.sizes()) return false;
       if (!seen.insert(p.data_ptr()).second) return false;
-      auto it = state_.find(state_key(p));
+      auto it = state_.find(param_state_key<StateKey>(p));
       if (it == state_.end()) continue;
       const auto& st = static_cast<const AdamWParamState&>(*it->second);
       for (const auto& t : {st.exp_avg(), st.exp_avg_sq()})
@@ -80,7 +79,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      auto& slot = state_[state_key(p)];
+      auto& slot = state_[param_state_key<StateKey>(p)];
       if (!slot) {
         auto fresh = std::make_unique<AdamWParamState>();
         fresh->step(0);

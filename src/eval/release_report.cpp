@@ -1,0 +1,64 @@
+#include "eval/release_report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace daei {
+
+Recall recall_at(const at::Tensor& noisy, const at::Tensor& clean) {
+  namespace F = torch::nn::functional;
+  const auto q = F::normalize(noisy, F::NormalizeFuncOptions().dim(1));
+  const auto c = F::normalize(clean, F::NormalizeFuncOptions().dim(1));
+  const auto sims = torch::matmul(q, c.t());
+  const auto own = sims.diagonal().unsqueeze(1);
+  const auto rank = (sims > own).sum(1);  // rows scoring strictly higher than the true one
+  return {(rank < 1).to(torch::kFloat64).mean().item<double>(), (rank < 10).to(torch::kFloat64).mean().item<double>()};
+}
+
+SigmaReport sigma_report(const at::Tensor& clean, const at::Tensor& unit_noise, const std::vector<double>& grid,
+                         double min_recall_at1) {
+  DAEI_CHECK(clean.dim() == 2 && clean.sizes() == unit_noise.sizes() && clean.size(0) > 1,
+             "sigma report: clean {} and noise {} must be two equal [n > 1, d] matrices", c10::str(clean.sizes()),
+             c10::str(unit_noise.sizes()));
+  DAEI_CHECK(!grid.empty(), "sigma report: the σ grid is empty");
+  SigmaReport r;
+  r.min_recall_at1 = min_recall_at1;
+  r.texts = clean.size(0);
+  for (double sigma : grid) {
+    DAEI_CHECK(sigma >= 0, "sigma report: σ {} on the grid is negative", sigma);
+    const auto noisy = clean + sigma * unit_noise;
+    SigmaPoint p{sigma, recall_at(noisy, clean),
+                 torch::cosine_similarity(noisy, clean, 1).mean().item<double>()};
+    if (p.recall.at1 >= min_recall_at1 && sigma > r.chosen) r.chosen = sigma;
+    r.points.push_back(p);
+  }
+  return r;
+}
+
+std::string sigma_report_markdown(const SigmaReport& r, const std::string& embedder) {
+  std::string md = fmt::format(
+      "Release {}: each of {} test texts queries the clean set with its noisy embedding.\n\n"
+      "| σ | recall@1 | recall@10 | cos(noisy, clean) | recall@1 ≥ {} |\n|---|---|---|---|---|\n",
+      embedder, r.texts, r.min_recall_at1);
+  for (const auto& p : r.points)
+    md += fmt::format("| {} | {:.4f} | {:.4f} | {:.4f} | {} |\n", p.sigma, p.recall.at1, p.recall.at10, p.mean_cos,
+                      p.recall.at1 >= r.min_recall_at1 ? "yes" : "no");
+  md += r.chosen >= 0 ? fmt::format("\nChosen σ = {} (the largest on the grid with recall@1 ≥ {}).\n", r.chosen,
+                                    r.min_recall_at1)
+                      : fmt::format("\nNo σ on the grid keeps recall@1 ≥ {}.\n", r.min_recall_at1);
+  return md;
+}
+
+nlohmann::json sigma_report_json(const SigmaReport& r, const std::string& embedder) {
+  nlohmann::json j{{"embedder", embedder}, {"texts", r.texts}, {"min_recall_at_1", r.min_recall_at1}};
+  j["chosen_sigma"] = r.chosen >= 0 ? nlohmann::json(r.chosen) : nlohmann::json(nullptr);
+  for (const auto& p : r.points)
+    j["points"].push_back({{"sigma", p.sigma}, {"recall_at_1", p.recall.at1}, {"recall_at_10", p.recall.at10},
+                           {"cos_noisy_clean", p.mean_cos}});
+  return j;
+}
+
+}  // namespace daei
