@@ -107,6 +107,9 @@ real "zsinvert" 0 "2 texts recovered with zsinvert-dae into" "${C[@]}" --input "
 real "pipeline" 0 "^daei pipeline --dry-run: run directory" "${C[@]}" --dry-run --log-all-ranks
 real "embed" 0 '"sigma":0.04' "${C[@]}" --text "the cat sat" --json --noise-seed 3 --log-all-ranks
 real "estimate-sigma" 0 '"sigma_hat":' "${C[@]}" --json --repeats 3 --log-all-ranks
+real "release-report" 0 "^\| 0\.04 \| " "${C[@]}" --texts "$T/toy/corpus/test.jsonl" --max-texts 20 --sigmas 0.02,0.04 \
+  --min-recall 0.5 --out "$T/release" --log-all-ranks
+real "release-report" 0 '"chosen_sigma":' "${C[@]}" --json
 FX=$SRC/tests/fixtures/vec2text
 real "import vec2text" 0 "^imported vec2text inverter and corrector into" "${C[@]}" --inverter "$FX/inverter" \
   --corrector "$FX/corrector" --out "$T/imported" --log-all-ranks
