@@ -21,9 +21,14 @@ class Release;
 
 namespace daei::cli {
 
+// What every subcommand reads. Built once the config is loaded and the ranks are started: the constructor takes
+// every member a command dereferences (comm is never null; the release is resolved from the config at first use),
+// so no path can hand a command a half-filled one (issue 64).
 struct Context {
-  Config config{YAML::Node()};
-  std::unique_ptr<Communicator> comm;
+  Context(Config config, std::unique_ptr<Communicator> comm, ProcessInfo proc, std::string run_dir);
+
+  Config config;
+  std::unique_ptr<Communicator> comm;  // never null
   ProcessInfo proc;
   std::string run_dir;  // run.root/run.name
   std::string command_line;  // argv joined (recorded in results)

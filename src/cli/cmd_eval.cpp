@@ -25,7 +25,7 @@ namespace {
 
 int run_dae_only(Context& ctx) {
   if (!ctx.comm->is_root()) return kExitOk;  // small: rank 0 alone
-  EvalContext ec;
+  EvalContext ec(ctx.release());  // the release the DAE table opens the training rows at (issue 64)
   const RunLayout layout(ctx.run_dir);
   ec.dae1 = std::make_shared<Dae>(Dae::load(layout.final_dae("stage1")));
   ec.dae_sigma.assumed = ctx.config.real("stage1.sigma.assumed");

@@ -100,31 +100,31 @@ void refuse_multi_rank_launch(const SubcommandSpec& spec) {
 
 int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, CommonOptions& opt, int argc,
                    char** argv) {
-  Context ctx;
   // Training honours a stop request (USR1/TERM → checkpoint → exit 75) from its first moment: a signal during start-up
   // (MPI, data, checkpoint load) is acted on at the first step boundary instead of killing the rank.
   if (spec.path.front() == "train" || spec.path.front() == "pipeline") signals::install_stop_handlers();
+  ProcessInfo proc;
   if (spec.single_process) {
     refuse_multi_rank_launch(spec);
   } else {
-    ctx.proc = start_ranks(&argc, &argv);  // src/dist/launch.h
+    proc = start_ranks(&argc, &argv);  // src/dist/launch.h
   }
-  logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks);
-  ctx.config = Config::load(opt.config_file, opt.sets);  // validated: a bad value stops here, nothing written
+  logging::init(proc.rank, proc.world, opt.log_all_ranks);
+  Config config = Config::load(opt.config_file, opt.sets);  // validated: a bad value stops here, nothing written
   if (opt.dump_config) {
-    if (ctx.proc.rank == 0) std::cout << ctx.config.dump();
+    if (proc.rank == 0) std::cout << config.dump();
     return kExitOk;
   }
-  logging::init(ctx.proc.rank, ctx.proc.world, opt.log_all_ranks || ctx.config.flag("log.all_ranks"),
-                ctx.config.str("log.level"));
+  logging::init(proc.rank, proc.world, opt.log_all_ranks || config.flag("log.all_ranks"), config.str("log.level"));
   // The commands that run the attacker's T5 models multiply in train.precision; a bf16 that neither the CPU nor
   // CUDA has natively is refused here, before anything is written.
   static const std::vector<std::string> t5_commands = {"train", "pretrain", "hypotheses", "eval",
                                                        "invert", "zsinvert", "pipeline"};
   if (std::find(t5_commands.begin(), t5_commands.end(), spec.path.front()) != t5_commands.end())
-    configure_precision(ctx.config);
-  ctx.comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(ctx.config, ctx.proc);
-  ctx.run_dir = (std::filesystem::path(ctx.config.str("run.root")) / ctx.config.str("run.name")).string();
+    configure_precision(config);
+  auto comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(config, proc);
+  const std::string run_dir = (std::filesystem::path(config.str("run.root")) / config.str("run.name")).string();
+  Context ctx(std::move(config), std::move(comm), proc, run_dir);
   if (command.validate) command.validate(ctx);
   // Resuming a run with a config that differs from the saved one: every rank reads and refuses alike, before
   // anything is written.
@@ -200,6 +200,11 @@ std::string one_line(const std::exception& e) {
 }
 
 }  // namespace
+
+Context::Context(Config config_, std::unique_ptr<Communicator> comm_, ProcessInfo proc_, std::string run_dir_)
+    : config(std::move(config_)), comm(std::move(comm_)), proc(std::move(proc_)), run_dir(std::move(run_dir_)) {
+  DAEI_ASSERT(comm != nullptr, "cli::Context built without a communicator");
+}
 
 const Release& Context::release() {
   if (!release_) release_ = std::make_shared<const Release>(Release::of_run(config, RunLayout(run_dir).sigma_estimate()));

@@ -244,7 +244,7 @@ std::unique_ptr<NoisyCache> NoisyCache::open_kind(const std::string& dir, const 
                expect.embedder);
   if (expect.sigma >= 0)
     DAEI_CHECK(std::abs(expect.sigma - c->sigma_) <= 1e-12 * std::max(1.0, expect.sigma),
-               "{}: built at sigma {}, expected {}", dir, c->sigma_, expect.sigma);
+               "{}/manifest.json: built at sigma {}, expected {}", dir, c->sigma_, expect.sigma);
   if (expect.dim >= 0)
     DAEI_CHECK(expect.dim == c->dim_, "{}: dimension mismatch: cache has {}-d vectors, expected {}", dir, c->dim_,
                expect.dim);

@@ -129,7 +129,7 @@ std::vector<SystemSpec> floor_systems(const Config& cfg, const EvalContext& ctx,
   opt.constant_texts = cfg.integer("eval.floor_texts");
   opt.candidates = cfg.integer("eval.floor_candidates");
   opt.retrieval_rows = cfg.integer("eval.floor_retrieval_rows");
-  const std::shared_ptr<const NoisyDataset> train = open_noisy_split(cfg, run_dir, "train", *ctx.release);
+  const std::shared_ptr<const NoisyDataset> train = open_noisy_split(cfg, run_dir, "train", ctx.release());
   const int64_t k = std::min(opt.constant_texts, train->size());
   std::vector<int64_t> first(static_cast<std::size_t>(k));
   std::iota(first.begin(), first.end(), 0);

@@ -230,18 +230,22 @@ void add_zsinvert_rows(const Config& cfg, const RunLayout& layout, EvalContext& 
 }
 }  // namespace
 
+EvalContext::EvalContext(const Release& release) : EvalContext(std::make_shared<const Release>(release)) {}
+
+EvalContext::EvalContext(std::shared_ptr<const Release> release) : release_(std::move(release)) {
+  DAEI_ASSERT(release_ != nullptr, "EvalContext built without the run's release");
+}
+
 EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, const Release& release,
                               Communicator* comm) {
-  EvalContext c;
+  EvalContext c(release);
   c.comm = comm;
-  c.release = std::make_shared<const Release>(release);
   const RunLayout layout(run_dir);
   load_models(cfg, layout, c);
-  c.decoded = std::make_shared<std::map<std::string, std::vector<std::string>>>();
   // One query handle for every row of this context, opened at the first row that queries the release.
   std::shared_ptr<NoisyEmbedder> embedder;
   const ReleaseBox box = [&]() {
-    if (!embedder) embedder = c.release->embedder();
+    if (!embedder) embedder = c.release().embedder();
     return embedder;
   };
   add_corrected_rows(cfg, layout, c, box);
@@ -349,16 +353,29 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
 
 DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::string& run_dir) {
   DaeTables out;
+  const RunLayout layout(run_dir);
+  DAEI_CHECK(ctx.dae1, "eval: no DAE at {} (run `daei train --stage 1` first)", layout.final_dae("stage1"));
   const double sigma0 = (*ctx.dae1)->sigma0();  // the σ the stage-1 DAE was trained at
+  // The training rows at the release's σ (a manifest at another σ is refused, naming it), and DAEs of their width.
+  const auto train = open_noisy_split(cfg, run_dir, "train", ctx.release());
+  const auto same_width = [&](const std::shared_ptr<Dae>& dae, const std::string& stage, int64_t dim,
+                              const std::string& of) {
+    if (dae)
+      DAEI_CHECK((*dae)->options().dim == dim, "{}/dae.json: a DAE of {}-d embeddings, but {} holds {}-d ones (a DAE "
+                 "of another embedder?)", layout.final_dae(stage), (*dae)->options().dim, of, dim);
+  };
+  same_width(ctx.dae1, "stage1", train->dim(), layout.cache("train"));
+  same_width(ctx.dae3, "stage3", train->dim(), layout.cache("train"));
   at::Tensor mean, cov;
-  row_moments(*open_noisy_split(cfg, run_dir, "train", *ctx.release), cfg.integer("dae.table_wiener_rows"), mean, cov);
+  row_moments(*train, cfg.integer("dae.table_wiener_rows"), mean, cov);
   const auto wiener = wiener_from_noisy(mean, cov, sigma0);
   std::map<std::string, EvalSplit> data;
   const bool synthetic = cfg.integer("train.synthetic_rows") > 0;
-  for (const std::string split : {"val", "test"})
+  for (const std::string split : {"val", "test"}) {
     data[split] = synthetic ? synthetic_from_config(cfg, split) : open_eval_split(run_dir, split);
+    same_width(ctx.dae1, "stage1", data[split].noisy.size(1), layout.cache(split));
+  }
   // The oracle is fitted on other rows than those scored: the clean training rows when the reference cache exists.
-  const RunLayout layout(run_dir);
   std::optional<LinearEstimator> oracle_train;
   std::string oracle_from;
   if (layout.clean_cache_complete("train")) {
@@ -378,7 +395,8 @@ DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::strin
     // purpose (stage1.sigma.assumed: a sensitivity study); the table then uses the assumed σ throughout.
     const bool assumed = std::abs(cfg.real("stage1.sigma.assumed") - sigma0) <= 1e-9 * sigma0;
     DAEI_CHECK(assumed || std::abs(d.sigma - sigma0) <= 1e-9 * sigma0,
-               "eval: {} was cached at σ {} but the DAE was trained at {}", split, d.sigma, sigma0);
+               "eval: {}/manifest.json: {} was cached at σ {} but the DAE was trained at {}", layout.cache(split), split,
+               d.sigma, sigma0);
     const auto oracle = oracle_train ? *oracle_train
                                      : wiener_oracle(data.at(split == "val" ? "test" : "val").clean, sigma0);
     rows[split] = dae_row(*ctx.dae1, ctx.dae_sigma(d), wiener, oracle, d.clean, d.noisy);

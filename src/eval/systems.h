@@ -30,11 +30,21 @@ struct DaeSigma {
   double operator()(const EvalSplit& split) const { return assumed > 0 ? assumed : split.sigma; }
 };
 
+// What eval's rows, tables and the sweep read. Built only with the run's release (issue 64: `eval --dae-only` filled
+// one by hand without it, and the DAE table dereferenced the empty pointer): every constructor takes it, and
+// release() never returns a dangling or null one. The other shared members are either set here (decoded) or
+// null-checked by their readers (dae1, dae3, wiener, the inverters), or read only by the rows make_eval_context adds
+// (tok, clean_embedder).
 struct EvalContext {
+  explicit EvalContext(const Release& release);
+  explicit EvalContext(std::shared_ptr<const Release> release);  // refused when null
+
+  // The run's release and its σ (every query of a row goes to it; the DAE table and the floors open its noisy rows).
+  const Release& release() const { return *release_; }
+
   // The ranks a system's texts are split over (every system's recover() is then a collective that returns every
   // text on every rank); null: this process alone.
   Communicator* comm = nullptr;
-  std::shared_ptr<const Release> release;  // the run's release and its σ (every query of a row goes to it)
   std::shared_ptr<SpmTokenizer> tok;
   std::shared_ptr<Embedder> clean_embedder;  // cos of recovered vs true texts (evaluation only)
   std::string embedder_id;
@@ -57,8 +67,13 @@ struct EvalContext {
   std::map<std::string, std::function<SystemRun(const EvalSplit&)>> zsinvert;
   int64_t zsinvert_max_texts = 0;
   double zsinvert_naturalness = 0;  // zsinvert.naturalness: the weight of the generator's log-probability in the score
-  // Texts already decoded, by "system/split" (a corrected system starts from its round-0 system's).
-  std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded;
+  // Texts already decoded, by "system/split" (a corrected system starts from its round-0 system's); shared by the
+  // copies of a context (the corrected rows' closures hold one).
+  std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded =
+      std::make_shared<std::map<std::string, std::vector<std::string>>>();
+
+ private:
+  std::shared_ptr<const Release> release_;  // never null
 };
 
 EvalContext make_eval_context(const Config& cfg, const std::string& run_dir, const Release& release,
@@ -81,7 +96,8 @@ struct DaeTables {
   nlohmann::json json_block;
   std::string markdown;
 };
-// The DAE table on val and test: stage 1 (and stage 3's) DAE beside the Wiener filters.
+// The DAE table on val and test: stage 1 (and stage 3's) DAE beside the Wiener filters. Needs ctx.dae1 (an error
+// naming the missing folder otherwise).
 DaeTables dae_tables(const Config& cfg, const EvalContext& ctx, const std::string& run_dir);
 
 }  // namespace daei

@@ -13,10 +13,12 @@
 
 #include "../support/corrector_fixtures.h"
 #include "../support/mpi_world.h"
+#include "core/config.h"
 #include "dist/share.h"
 #include "eval/correction.h"
 #include "eval/systems.h"
 #include "eval/zsinvert.h"
+#include "model/release/release.h"
 #include "model/net/t5.h"
 
 using namespace daei;
@@ -109,7 +111,7 @@ TEST(EvalMpi, InverterDecodingSplitOverRanksEqualsOneProcess) {
     for (auto& p : inv->parameters()) p.mul_(3.0);  // outputs that differ from text to text
   }
   const auto e = torch::randn({11, kDim});  // 4 batches of 3 rows: uneven over 2 and 3 ranks
-  EvalContext ctx;
+  EvalContext ctx(Release(Config::defaults(), 0.04));  // decode_texts queries nothing; the context needs one all the same
   ctx.tok = shared_tokenizer();
   ctx.batch_size = 3;
   ctx.max_length_eval = 10;

@@ -1,9 +1,10 @@
 # Sourced by tests/e2e/pipeline_toy.sh and launch/behaviour_check.sh: the toy run (real GloVe embeddings, tiny
 # models, a few steps a stage). write_toy_config DIR [EXTRA_YAML] writes DIR/corpus.txt (700 random lines of 50
-# words) and DIR/toy.yaml (run toy under DIR), EXTRA_YAML appended.
+# words) and DIR/toy.yaml (run toy under DIR), EXTRA_YAML appended; with TOY_GLOVE_DIR set, the run's GloVe is that
+# folder (embedder.glove_dir; see write_toy_glove).
 # shellcheck shell=bash
 write_toy_config() {
-  local T=$1 extra=${2:-}
+  local T=$1 extra=${2:-} glove=${TOY_GLOVE_DIR:+", glove_dir: $TOY_GLOVE_DIR"}
   /usr/bin/python3 - "$T/corpus.txt" <<'PY'
 import random, sys
 words = ("the a cat dog sat ran on under big small red blue house tree river old new man woman city war peace "
@@ -17,7 +18,7 @@ open(sys.argv[1], "w").write("\n".join(sorted(lines)) + "\n")
 PY
   cat >"$T/toy.yaml" <<YAML
 run: {name: toy, root: $T}
-embedder: {kind: glove, sigma: 0.04}
+embedder: {kind: glove, sigma: 0.04$glove}
 corpus: {sources: ["$T/corpus.txt"], ood: [], test_size: 40, val_size: 40, min_words: 3}
 cache: {shard_rows: 256, clean_train_reference: true}
 reference: {enabled: true, corrector: true}
@@ -35,4 +36,31 @@ correct: {max_steps: 2, beam: 2}
 train: {log_every: 1, ckpt_every: 100, progress_every_s: 100.0, heldout_rows: 20}
 $extra
 YAML
+}
+
+# write_toy_glove DIR: a GloVe asset (asset.json, vocab.txt, vectors.safetensors) of seeded random 100-d vectors for
+# the toy corpus's words, for the tests that need an embedder but not GloVe's meaning (tests/e2e/cli_surface.sh,
+# eval_dae_only.sh): it loads in milliseconds and needs no download.
+write_toy_glove() {
+  mkdir -p "$1"
+  /usr/bin/python3 - "$1" <<'PY'
+import hashlib, json, os, random, struct, sys
+d = sys.argv[1]
+words = ("the a cat dog sat ran on under big small red blue house tree river old new man woman city war peace "
+         "people nation law state time year day work water fire light dark cold warm land sea king queen great "
+         "little good bad first last long short high low free strong music art . ,").split()
+r = random.Random(11)
+data = b"".join(struct.pack("<100f", *[r.gauss(0, 0.4) for _ in range(100)]) for _ in words)
+header = json.dumps({"vectors": {"dtype": "F32", "shape": [len(words), 100], "data_offsets": [0, len(data)]}})
+header += " " * (-len(header) % 8)
+with open(os.path.join(d, "vectors.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header.encode() + data)
+with open(os.path.join(d, "vocab.txt"), "w") as f:
+    f.write("\n".join(words) + "\n")
+files = {}
+for name in ("vectors.safetensors", "vocab.txt"):
+    b = open(os.path.join(d, name), "rb").read()
+    files[name] = {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)}
+json.dump({"dim": 100, "files": files, "name": "glove-100d", "rows": len(words)}, open(os.path.join(d, "asset.json"), "w"))
+PY
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
+#include <type_traits>
 
 #include "cli/app.h"
 #include "cli/commands.h"
@@ -73,6 +74,9 @@ TEST(CliCommands, NoFlagCarriesOverBetweenParses) {
   EXPECT_EQ(parse<HypothesesCommand>("").for_stage, "4");  // the default again
 }
 
+// Issue 64: a Context is made only with what its readers dereference (the communicator); no default one exists.
+static_assert(!std::is_default_constructible_v<Context>, "cli::Context must be built with its communicator");
+
 TEST(CliCommands, BoundCommandReadsItsOwnParsedStruct) {
   auto bind = bind_options<TrainCommand>(add_flags, remember);
   CLI::App first, second;
@@ -81,7 +85,7 @@ TEST(CliCommands, BoundCommandReadsItsOwnParsedStruct) {
   second.parse("--stage 3", false);
   EXPECT_TRUE(a.forced());  // main's config guard reads --force from here (no second look at argv)
   EXPECT_FALSE(b.forced());
-  Context ctx;
+  Context ctx(daei::Config(YAML::Node()), std::make_unique<daei::LocalCommunicator>(), {}, "");
   EXPECT_EQ(b.run(ctx), 0);
   EXPECT_EQ(last_seen.stage, "3");
   EXPECT_FALSE(last_seen.force);

@@ -2,6 +2,7 @@
 // inverter rows and stage 3's selection, correct.* the correctors' search at eval, hypotheses.* the correctors'
 // training hypotheses (their cache: test_hypotheses.cpp).
 #include <tuple>
+#include <type_traits>
 
 #include "../support/corrector_fixtures.h"
 #include "../support/toy_run.h"
@@ -9,6 +10,7 @@
 #include "dist/communicator.h"
 #include "eval/systems.h"
 #include "model/net/generate.h"
+#include "model/release/release.h"
 #include "stages/loop/trainer.h"
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/stage2.h"
@@ -89,6 +91,9 @@ TEST(DecodingChains, EachSectionsKeysReachItsChainAndNoOther) {
   for (const auto& c : chains()) EXPECT_EQ(c.decoding(cfg).max_length, 17) << c.section;
 }
 
+// Issue 64: an EvalContext is made only with the run's release (the DAE table and the floors dereference it).
+static_assert(!std::is_default_constructible_v<EvalContext>, "EvalContext must be built with the run's release");
+
 // eval.* reaches the inverter rows' decoder (decode_texts, which every inverter row and the sweep call): an n-gram
 // ban of 1 changes what a tiny seeded inverter recovers, and the recoveries are those of its decoder with eval.*.
 TEST(DecodingChains, EvalKeysChangeTheInverterRowsRecoveries) {
@@ -96,11 +101,11 @@ TEST(DecodingChains, EvalKeysChangeTheInverterRowsRecoveries) {
   inv->eval();
   torch::manual_seed(test::seed(21));
   const auto e = torch::randn({6, kDim});
-  EvalContext ctx;
+  auto cfg = quiet_defaults();
+  EvalContext ctx(Release(cfg, 0.04));
   // The fixture's tokenizer lives as long as the test binary: an owner-less shared_ptr to it.
   ctx.tok = std::shared_ptr<SpmTokenizer>(std::shared_ptr<SpmTokenizer>(), const_cast<SpmTokenizer*>(&tokenizer()));
   ctx.batch_size = 8;  // one batch, as the direct decode below
-  auto cfg = quiet_defaults();
   ctx.decoding = eval_decoding(cfg);
   ctx.max_length_eval = cfg.integer("inverter.max_length_eval");
   const auto plain = decode_texts(ctx, *inv, e, "plain");
