@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/mpi_process.h"
 
@@ -25,7 +26,10 @@ namespace daei::cli {
 // every member a command dereferences (comm is never null; the release is resolved from the config at first use),
 // so no path can hand a command a half-filled one (issue 64).
 struct Context {
-  Context(Config config, std::unique_ptr<Communicator> comm, ProcessInfo proc, std::string run_dir);
+  Context(Config config_, std::unique_ptr<Communicator> comm_, ProcessInfo proc_, std::string run_dir_)
+      : config(std::move(config_)), comm(std::move(comm_)), proc(std::move(proc_)), run_dir(std::move(run_dir_)) {
+    DAEI_ASSERT(comm != nullptr, "cli::Context built without a communicator");
+  }
 
   Config config;
   std::unique_ptr<Communicator> comm;  // never null

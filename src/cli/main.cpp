@@ -201,11 +201,6 @@ std::string one_line(const std::exception& e) {
 
 }  // namespace
 
-Context::Context(Config config_, std::unique_ptr<Communicator> comm_, ProcessInfo proc_, std::string run_dir_)
-    : config(std::move(config_)), comm(std::move(comm_)), proc(std::move(proc_)), run_dir(std::move(run_dir_)) {
-  DAEI_ASSERT(comm != nullptr, "cli::Context built without a communicator");
-}
-
 const Release& Context::release() {
   if (!release_) release_ = std::make_shared<const Release>(Release::of_run(config, RunLayout(run_dir).sigma_estimate()));
   return *release_;
