@@ -98,7 +98,8 @@ echo "== probe 3: a stage-1 DAE of 16-d embeddings (synthetic rows) in a run of 
   { tail "$T/narrow.log"; fail "the 16-d DAE"; }
 grep -q '"dim": 16' "$T/narrow/stage1/final/dae/dae.json" || fail "the other DAE is not 16-d"
 copy_run width
-rm -rf "$T/width/stage1/final/dae"
-cp -a "$T/narrow/stage1/final/dae" "$T/width/stage1/final/dae"
+# the whole final folder: its DONE lists the digests of what it holds, so a DAE swapped alone would read "incomplete"
+rm -rf "$T/width/stage1/final"
+cp -a "$T/narrow/stage1/final" "$T/width/stage1/final"
 probe width "width/stage1/final/dae/dae.json"
 echo "ok"
