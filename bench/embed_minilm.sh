@@ -44,8 +44,8 @@ PY
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 ratios=()
 for ((r = 1; r <= ROUNDS; ++r)); do
-  d=$("$BUILD/bench_embed_bench" --model "$MODEL" --texts "$T/texts.txt" --batch 64 --max-length 256 --rounds 2 2>/dev/null)
-  s=$(HF_HUB_OFFLINE=1 "$VENV/bin/python" "$T/st.py" "$MODEL" "$T/texts.txt" 2>/dev/null)
+  d=$("$BUILD/bench_embed_bench" --model "$MODEL" --texts "$T/texts.txt" --batch 64 --max-length 256 --rounds 2 2>/dev/null | tail -1)
+  s=$(HF_HUB_OFFLINE=1 "$VENV/bin/python" "$T/st.py" "$MODEL" "$T/texts.txt" 2>/dev/null | tail -1)
   line=$(/usr/bin/python3 -c '
 import json, sys
 d, s = json.loads(sys.argv[1]), json.loads(sys.argv[2])
