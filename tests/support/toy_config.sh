@@ -1,10 +1,13 @@
-# Sourced by tests/e2e/pipeline_toy.sh and launch/behaviour_check.sh: the toy run (real GloVe embeddings, tiny
-# models, a few steps a stage). write_toy_config DIR [EXTRA_YAML] writes DIR/corpus.txt (700 random lines of 50
-# words) and DIR/toy.yaml (run toy under DIR), EXTRA_YAML appended; with TOY_GLOVE_DIR set, the run's GloVe is that
-# folder (embedder.glove_dir; see write_toy_glove).
+# Sourced by tests/e2e/pipeline_toy.sh and launch/behaviour_check.sh: the toy run (GloVe-style embeddings of the
+# toy's words, tiny models, a few steps a stage). write_toy_config DIR [EXTRA_YAML] writes DIR/corpus.txt (700 random
+# lines of 50 words) and DIR/toy.yaml (run toy under DIR), EXTRA_YAML appended. The run's GloVe is TOY_GLOVE_DIR when
+# set, else DIR/toy-glove written by write_toy_glove (seeded random 100-d vectors: real GloVe is not installed by the
+# set-up any more).
 # shellcheck shell=bash
 write_toy_config() {
-  local T=$1 extra=${2:-} glove=${TOY_GLOVE_DIR:+", glove_dir: $TOY_GLOVE_DIR"}
+  local T=$1 extra=${2:-} gdir=${TOY_GLOVE_DIR:-$1/toy-glove}
+  [[ -f "$gdir/asset.json" ]] || write_toy_glove "$gdir"
+  local glove=", glove_dir: $gdir"
   /usr/bin/python3 - "$T/corpus.txt" <<'PY'
 import random, sys
 words = ("the a cat dog sat ran on under big small red blue house tree river old new man woman city war peace "
