@@ -9,7 +9,7 @@ FUZZ_SRCS[config]="src/core/config.cpp src/core/fsutil.cpp $E";     FUZZ_LIBS[co
 FUZZ_SRCS[embedding_request]="src/model/release/embedding_request.cpp";     FUZZ_LIBS[embedding_request]="-lfmt"
 FUZZ_SRCS[manifest]="src/data/cache_manifest.cpp $E";               FUZZ_LIBS[manifest]="-lfmt"
 FUZZ_SRCS[corpus_jsonl]="src/data/corpus.cpp src/data/corpus_sources.cpp src/core/config.cpp src/core/fsutil.cpp
-  src/core/log.cpp $E";                                             FUZZ_LIBS[corpus_jsonl]="-lyaml-cpp -lspdlog -lfmt"
+  src/core/log.cpp $E";                                             FUZZ_LIBS[corpus_jsonl]="-lyaml-cpp -lspdlog -lfmt -lz"
 FUZZ_SRCS[http_answer]="src/model/release/embeddings_answer.cpp $E";        FUZZ_LIBS[http_answer]="-lfmt"
 FUZZ_SRCS[embedding_input]="src/cli/embedding_parse.cpp $E";        FUZZ_LIBS[embedding_input]="-lfmt"
 FUZZ_SRCS[model_json]="src/model/net/t5_config.cpp src/model/net/bert_config.cpp src/model/release/sbert_json.cpp src/core/fsutil.cpp
