@@ -5,6 +5,9 @@
 # Texts: the 500 corpus texts of tests/fixtures/minilm/texts.jsonl (WordNet glosses and fortunes). The
 # sentence-transformers side runs in the throw-away venv of tests/fixtures/minilm/make_fixtures.sh (made there).
 # Prints one line a round and the median ratio daei / sentence-transformers in texts/s (target >= 1.3).
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build ROUNDS=3
