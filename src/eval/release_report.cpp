@@ -1,5 +1,6 @@
 #include "eval/release_report.h"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -28,7 +29,7 @@ SigmaReport sigma_report(const at::Tensor& clean, const at::Tensor& unit_noise, 
   r.min_recall_at1 = min_recall_at1;
   r.texts = clean.size(0);
   for (double sigma : grid) {
-    DAEI_CHECK(sigma >= 0, "sigma report: σ {} on the grid is negative", sigma);
+    DAEI_CHECK(sigma >= 0 && std::isfinite(sigma), "sigma report: σ {} on the grid must be a finite number >= 0", sigma);
     const auto noisy = clean + sigma * unit_noise;
     SigmaPoint p{sigma, recall_at(noisy, clean),
                  torch::cosine_similarity(noisy, clean, 1).mean().item<double>()};
