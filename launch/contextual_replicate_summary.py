@@ -8,8 +8,14 @@ eval's paired intervals and pooled over seeds, the BLEU ratio with a bootstrap i
 
 Reads each RUN_DIR's eval/results.json, eval/recoveries.jsonl and config.yaml, RUN_DIR.cpu_s and RUN_DIR.log.
 Writes OUT.json, OUT.table.md (the tables that OUT.md quotes) and OUT/samples.md (the first 20 test texts, every row, the first run's recoveries and daei's
-of the others). Pooled intervals resample the texts (paired: the same texts for both rows and every seed) with a
-fixed seed; nothing is computed that eval did not score except means over seeds, differences, ratios and intervals."""
+of the others). Pooled intervals resample the texts (paired: the same texts for both rows and every seed), not the
+training seeds: they hold the seeds fixed, so where the per-seed values spread wider than an interval the tables say
+so. Every interval uses the same BOOT resamples of the texts, drawn once from BOOT_SEED (resamples()), so a difference
+or ratio gets the same interval whatever else is computed before it, and another summary that imports resamples()
+(launch/budget_switch_summary.py) can quote the same interval for the same quantity. floor-retrieval's index queries
+(eval's "index_queries", spent once before any text) are carried through and shown as "X + N once", as eval's own
+table does; the top template's 3-gram is each seed's own. Nothing is computed that eval did not score except means
+over seeds, differences, ratios and intervals."""
 import argparse
 import json
 import os
@@ -29,6 +35,18 @@ HEADLINE = [("daei", "noisy-vec2text"), ("daei", "dae-corrected"), ("daei", "dae
 NOISY_ROWS = ["noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected", "dae-only-continued",
               "dae-corrected-continued", "joint-no-corrector", "daei"]
 BOOT = 2000
+BOOT_SEED = 20261204  # the one bootstrap seed: every pooled interval of this summary resamples with it
+_RESAMPLES = {}
+
+
+def resamples(n):
+    """BOOT resamples of n texts (index lists), drawn once from BOOT_SEED and shared by every interval. The draw
+    order is that of the first interval of the earlier summary (one random.Random(BOOT_SEED), n indices a resample),
+    so the headline's first interval (daei − noisy-vec2text, token F1) is the one that summary wrote."""
+    if n not in _RESAMPLES:
+        rng = random.Random(BOOT_SEED)
+        _RESAMPLES[n] = [[rng.randrange(n) for _ in range(n)] for _ in range(BOOT)]
+    return _RESAMPLES[n]
 
 
 def load_run(run):
@@ -54,8 +72,9 @@ def per_text(run, system, metric):
     return [r["systems"][system][metric] for r in run["recoveries"] if system in r["systems"]]
 
 
-def pooled_diff(runs, a, b, metric, rng):
-    """Mean over seeds of (a − b), with a paired bootstrap over texts (every seed resampled with the same texts)."""
+def pooled_diff(runs, a, b, metric, rng=None):
+    """Mean over seeds of (a − b), with a paired bootstrap over texts (every seed resampled with the same texts; the
+    seeds are not resampled). rng None: the shared resamples(); a random.Random: its own draws (the old behaviour)."""
     pairs = [(per_text(r, a, metric), per_text(r, b, metric)) for r in runs
              if a in r["test"]["systems"] and b in r["test"]["systems"]]
     if not pairs:
@@ -63,15 +82,21 @@ def pooled_diff(runs, a, b, metric, rng):
     n = len(pairs[0][0])
     d = [sum(pa[i] - pb[i] for pa, pb in pairs) / len(pairs) for i in range(n)]
     boots = []
-    for _ in range(BOOT):
-        idx = [rng.randrange(n) for _ in range(n)]
+    for idx in _draws(n, rng):
         boots.append(sum(d[i] for i in idx) / n)
     boots.sort()
     return {"diff": sum(d) / n, "ci": [boots[int(0.025 * BOOT)], boots[int(0.975 * BOOT) - 1]], "seeds": len(pairs)}
 
 
-def pooled_ratio(runs, a, b, rng):
-    """BLEU(a) / BLEU(b), BLEU averaged over texts and seeds, with a bootstrap interval over texts."""
+def _draws(n, rng):
+    if rng is None:
+        return resamples(n)
+    return ([rng.randrange(n) for _ in range(n)] for _ in range(BOOT))
+
+
+def pooled_ratio(runs, a, b, rng=None):
+    """BLEU(a) / BLEU(b), BLEU averaged over texts and seeds, with a bootstrap interval over texts (seeds not
+    resampled). rng as in pooled_diff."""
     pairs = [(per_text(r, a, "bleu"), per_text(r, b, "bleu")) for r in runs
              if a in r["test"]["systems"] and b in r["test"]["systems"]]
     if not pairs:
@@ -82,8 +107,7 @@ def pooled_ratio(runs, a, b, rng):
     if sum(vb) == 0:
         return None
     boots = []
-    for _ in range(BOOT):
-        idx = [rng.randrange(n) for _ in range(n)]
+    for idx in _draws(n, rng):
         sb = sum(vb[i] for i in idx)
         if sb > 0:
             boots.append(sum(va[i] for i in idx) / sb)
@@ -97,6 +121,34 @@ def pooled_ratio(runs, a, b, rng):
 def spread(values):
     return {"mean": statistics.mean(values), "min": min(values), "max": max(values),
             "sd": statistics.stdev(values) if len(values) > 1 else 0.0, "values": values}
+
+
+def wider_than_interval(per_seed, ci):
+    """Whether the seeds' values spread wider than the pooled interval (which resamples texts, not seeds)."""
+    vals = [v for v in per_seed if v is not None]
+    return len(vals) > 1 and max(vals) - min(vals) > ci[1] - ci[0]
+
+
+def fmt_queries(r):
+    """queries/text as eval's own table writes it: "X" or, with queries spent once before any text, "X + N once"."""
+    q = f"{r['queries_per_text']:.1f}"
+    return f"{q} + {r['index_queries']:.0f} once" if r.get("index_queries", 0) > 0 else q
+
+
+def fmt_shape(r, key):
+    """A shape share: the mean over seeds, and each seed's value where they differ."""
+    per = r.get(f"{key}_per_seed") or [r[key]]
+    out = f"{100 * r[key]:.1f} %"
+    if len(set(per)) > 1:
+        out += " (" + ", ".join(f"{100 * v:.1f}" for v in per) + ")"
+    return out
+
+
+def fmt_ngrams(r):
+    per = r.get("template_ngram_per_seed") or [r.get("template_ngram", "")]
+    if len(set(per)) == 1:
+        return f"(\"{per[0]}\"{', every seed' if len(per) > 1 else ''})"
+    return "(" + " / ".join(f"\"{g}\"" for g in per) + ")"
 
 
 def fmt_spread(s):
@@ -118,7 +170,6 @@ def main():
         runs = [load_run(r) for r in a.runs]
     except (OSError, ValueError, KeyError) as e:
         raise SystemExit(f"contextual_replicate_summary: {e}")
-    rng = random.Random(20261204)
     first = runs[0]
     n = first["test"]["n"]
     systems = list(first["test"]["systems"])
@@ -132,32 +183,38 @@ def main():
                    "token_f1": spread([x["token_f1"] for x in S]), "bleu": spread([x["bleu"] for x in S]),
                    "cos": statistics.mean(x["cos"] for x in S),
                    "token_f1_ci_first": S[0]["token_f1_ci"], "bleu_ci_first": S[0]["bleu_ci"],
-                   "queries_per_text": statistics.mean(x["queries_per_text"] for x in S)}
+                   "queries_per_text": statistics.mean(x["queries_per_text"] for x in S),
+                   # queries spent once before any text (floor-retrieval: one a training answer it searches)
+                   "index_queries": statistics.mean(x.get("index_queries", 0.0) for x in S)}
         for k in ("distinct", "top_template", "loops", "artefacts"):
             rows[s][k] = statistics.mean(x[k] for x in S)
         rows[s]["top_template_max"] = max(x["top_template"] for x in S)
         rows[s]["distinct_min"] = min(x["distinct"] for x in S)
-        rows[s]["template_ngram"] = S[0].get("template_ngram", "")
+        rows[s]["template_ngram"] = S[0].get("template_ngram", "")  # the first seed's (kept for older readers)
+        rows[s]["template_ngram_per_seed"] = [x.get("template_ngram", "") for x in S]
+        rows[s]["top_template_per_seed"] = [x["top_template"] for x in S]
+        rows[s]["distinct_per_seed"] = [x["distinct"] for x in S]
+        rows[s]["seed_list"] = [r["seed"] for r in have]
     per_seed = []
     for r in runs:
         per_seed.append({"run": r["run"], "seed": r["seed"], "cpu_s": r["cpu_s"], "wall_s": r["wall_s"],
                          "revision": r["results"].get("revision"), "command": r["results"].get("command")})
     headline = {}
     for x, y in HEADLINE:
-        headline[f"{x} − {y}"] = {m: pooled_diff(runs, x, y, m, rng) for m in ("token_f1", "bleu")}
+        headline[f"{x} − {y}"] = {m: pooled_diff(runs, x, y, m) for m in ("token_f1", "bleu")}
         headline[f"{x} − {y}"]["per_seed_token_f1"] = [
             r["test"]["systems"][x]["token_f1"] - r["test"]["systems"][y]["token_f1"] for r in runs
             if x in r["test"]["systems"] and y in r["test"]["systems"]]
         headline[f"{x} − {y}"]["per_seed_bleu"] = [
             r["test"]["systems"][x]["bleu"] - r["test"]["systems"][y]["bleu"] for r in runs
             if x in r["test"]["systems"] and y in r["test"]["systems"]]
-    ratio = pooled_ratio(runs, "daei", "noisy-vec2text", rng)
+    ratio = pooled_ratio(runs, "daei", "noisy-vec2text")
     floors = {f: rows[f] for f in ("floor-constant", "floor-retrieval") if f in rows}
     above = {}
     for s in systems:
         if rows[s]["floor"]:
             continue
-        above[s] = {f"{fl}/{m}": pooled_diff([r for r in runs if s in r["test"]["systems"]], s, fl, m, rng)
+        above[s] = {f"{fl}/{m}": pooled_diff([r for r in runs if s in r["test"]["systems"]], s, fl, m)
                     for fl in floors for m in ("token_f1", "bleu")}
     # The issue's targets.
     fc = rows["floor-constant"]["token_f1"]["mean"] if "floor-constant" in rows else None
@@ -194,6 +251,7 @@ def main():
     command = a.command or ("launch/contextual_replicate.sh " + " ".join(str(r["seed"]) for r in runs))
     out = {"command": command, "summary_revision": rev, "machine": f"{cpu_model()}, {os.cpu_count()} CPUs, bf16 ISA "
            f"{bf16_isa()}", "runs": per_seed, "n": n, "rows": rows, "headline": headline,
+           "bootstrap": {"resamples": BOOT, "seed": BOOT_SEED, "over": "texts (the seeds are not resampled)"},
            "bleu_ratio_daei_over_noisy_vec2text": ratio, "above_floors": above, "targets": targets,
            "protocol": "threat model, equal by construction: every inverter has stage 2's steps (the noisy inverter, "
                        "stage2-continued and stage 3's inverter also stage 3's), every corrector stage 4's; one config "
@@ -228,28 +286,39 @@ def write_md(prefix, out, runs, systems):
           "|---|---|---|---|---|---|---|---|"]
     for s in systems:
         r = rows[s]
-        tag = " (floor)" if r["floor"] else " (reference, seed 1 only)" if r["reference"] and r["seeds"] == 1 else \
+        seeds = r.get("seed_list") or []
+        only = f"seed {seeds[0]} only" if len(seeds) == 1 and seeds[0] is not None else "one seed only"
+        tag = " (floor)" if r["floor"] else f" (reference, {only})" if r["reference"] and r["seeds"] == 1 else \
             " (reference)" if r["reference"] else ""
         md.append(f"| {s}{tag} | {fmt_spread(r['token_f1'])} | {fmt_spread(r['bleu'])} | {r['cos']:.3f} | "
-                  f"{r['queries_per_text']:.1f} | {100 * r['distinct']:.1f} % | {100 * r['top_template']:.1f} % "
-                  f"(\"{r['template_ngram']}\") | {100 * r['loops']:.1f} % |")
-    md += ["", "distinct, top template and loops: means over seeds (`src/eval/text_shape.h`); the floors are the same "
-           "for every seed (they read the training texts and the release's answers only).", "",
+                  f"{fmt_queries(r)} | {fmt_shape(r, 'distinct')} | {fmt_shape(r, 'top_template')} "
+                  f"{fmt_ngrams(r)} | {100 * r['loops']:.1f} % |")
+    md += ["", "distinct, top template and loops: means over seeds (`src/eval/text_shape.h`), each seed's value in "
+           "brackets where seeds differ; the top template is each seed's own most common 3-gram, named per seed in "
+           "seed order when the seeds' 3-grams differ; queries/text: \"+ N once\" are queries spent once before any "
+           "text (floor-retrieval's index of the training answers). The floors are the same for every seed (they read "
+           "the training texts and the release's answers only).", "",
            "## The headline: differences, per seed and pooled", "",
            "Pooled: the mean over seeds of the per-text difference, 95 % paired bootstrap over the texts "
-           f"({BOOT} resamples; the same texts for every seed). Per seed: each seed's difference of means.", "",
+           f"({BOOT} resamples drawn once from seed {BOOT_SEED} and shared by every interval; the same texts for every "
+           "seed). The bootstrap resamples texts, not training seeds: † marks an interval that the seeds' own values "
+           "spread wider than, where it understates the uncertainty over seeds. Per seed: each seed's difference of "
+           "means.", "",
            "| difference | token F1 pooled [95 %] | token F1 per seed | BLEU pooled [95 %] | BLEU per seed |",
            "|---|---|---|---|---|"]
     for k, v in H.items():
         if not v["token_f1"]:
             continue
         f, b = v["token_f1"], v["bleu"]
-        md.append(f"| {k} | {f['diff']:+.3f} [{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}] | "
+        df = "†" if wider_than_interval(v["per_seed_token_f1"], f["ci"]) else ""
+        db = "†" if wider_than_interval(v["per_seed_bleu"], b["ci"]) else ""
+        md.append(f"| {k} | {f['diff']:+.3f} [{f['ci'][0]:+.3f}, {f['ci'][1]:+.3f}]{df} | "
                   f"{', '.join(f'{x:+.3f}' for x in v['per_seed_token_f1'])} | {b['diff']:+.3f} [{b['ci'][0]:+.3f}, "
-                  f"{b['ci'][1]:+.3f}] | {', '.join(f'{x:+.3f}' for x in v['per_seed_bleu'])} |")
+                  f"{b['ci'][1]:+.3f}]{db} | {', '.join(f'{x:+.3f}' for x in v['per_seed_bleu'])} |")
     r = out["bleu_ratio_daei_over_noisy_vec2text"]
     if r:
-        md += ["", f"BLEU(daei) / BLEU(noisy-vec2text): **{r['ratio']:.2f}** [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] "
+        dr = "†" if wider_than_interval(r["per_seed"], r["ci"]) else ""
+        md += ["", f"BLEU(daei) / BLEU(noisy-vec2text): **{r['ratio']:.2f}** [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]{dr} "
                f"(bootstrap over texts, seeds pooled; per seed {', '.join(f'{x:.2f}' for x in r['per_seed'] if x)}; "
                "the paper: 2.54)."]
     md += ["", "## Above the floors (pooled over seeds, paired)", "",
