@@ -31,6 +31,13 @@ namespace daei {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+const std::vector<double>& SystemScores::per_text(const std::string& metric) const {
+  if (metric == "bleu") return bleu;
+  if (metric == "token_f1") return token_f1;
+  if (metric == "content_f1") return content_f1;
+  throw Error(fmt::format("no per-text scores for metric '{}'", metric));
+}
+
 SystemScores score_system(const EvalSplit& split, const std::vector<std::string>& refs, const SystemRun& run,
                           const CleanEmbedFn& embed_clean, const EvalOptions& opt) {
   DAEI_CHECK(run.texts.size() == refs.size(), "eval: {} recovered texts for {} references", run.texts.size(),
@@ -40,6 +47,7 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
   const auto per = metrics::score_all(run.texts, refs);
   s.bleu = per.bleu;
   s.token_f1 = per.token_f1;
+  s.content_f1 = per.content_f1;
   std::vector<double> cos;
   {
     torch::NoGradGuard ng;
@@ -49,7 +57,8 @@ SystemScores score_system(const EvalSplit& split, const std::vector<std::string>
   }
   const std::map<std::string, const std::vector<double>*> cols{
       {"bleu", &per.bleu},         {"bleu_sentence", &per.bleu_sentence}, {"token_f1", &per.token_f1},
-      {"rouge_l", &per.rouge_l}, {"exact", &per.exact},                 {"cos", &cos}};
+      {"rouge_l", &per.rouge_l}, {"exact", &per.exact},                 {"cos", &cos},
+      {"content_f1", &per.content_f1}, {"content_recall", &per.content_recall}};
   for (const auto& [k, v] : cols) {
     s.mean[k] = metrics::mean(*v);
     auto ci = metrics::bootstrap_ci(*v, static_cast<int>(opt.bootstrap), opt.seed);

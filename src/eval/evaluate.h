@@ -1,6 +1,6 @@
 // `daei eval`: the leakage table. Every trained system recovers texts from the embeddings of each evaluation split
-// (test, ood-*, or a JSON-lines file of texts), and is scored against the truth with BLEU, token F1, ROUGE-L,
-// exact match and the cosine of clean embeddings (recovered vs true), each with a bootstrap 95 % interval over the
+// (test, ood-*, or a JSON-lines file of texts), and is scored against the truth with BLEU, token F1, content-word
+// F1 and recall (metrics.h), ROUGE-L, exact match and the cosine of clean embeddings (recovered vs true), each with a bootstrap 95 % interval over the
 // split's texts; neighbouring systems get paired-bootstrap verdicts. Systems (those whose final/ exists):
 //   clean-to-clean, clean-to-noisy   the clean-trained inverter on clean / noisy inputs (references, outside the
 //                                    threat model)
@@ -39,12 +39,14 @@ struct EvalOptions {
 struct SystemScores {
   std::map<std::string, double> mean;  // bleu, token_f1, rouge_l, exact, cos, queries_per_text, shape shares
   std::map<std::string, std::pair<double, double>> ci;
-  std::vector<double> bleu, token_f1;  // per text (for paired verdicts)
+  std::vector<double> bleu, token_f1, content_f1;  // per text (for paired verdicts)
   std::vector<std::string> recovered;
   std::string template_ngram;  // the top template's 3-gram (text_shape.h)
   double index_queries = 0;    // queries spent once before any text (SystemRun::index_queries)
   bool reference = false;
   bool floor = false;
+  // The per-text vector of "bleu", "token_f1" or "content_f1"; throws on another name.
+  const std::vector<double>& per_text(const std::string& metric) const;
 };
 
 // Scores recovered texts against the truth (references: the truth truncated to the evaluation length, decoded);

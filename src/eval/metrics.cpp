@@ -219,6 +219,8 @@ PerText score_all(const std::vector<std::string>& hyps, const std::vector<std::s
     out.rouge_l.push_back(rouge_l(hyps[i], refs[i]));
     out.rouge1.push_back(rouge1(hyps[i], refs[i]));
     out.exact.push_back(exact_match(hyps[i], refs[i]) ? 1.0 : 0.0);
+    out.content_f1.push_back(content_f1(hyps[i], refs[i]));
+    out.content_recall.push_back(content_recall(hyps[i], refs[i]));
   }
   return out;
 }

@@ -12,6 +12,11 @@
 //                   with effective order off. A hypothesis under 4 tokens then scores 0. 0-1 scale.
 //   token_f1        vec2text: sets of word_tokenize tokens, case-sensitive, F1 with its 1e-20 epsilons.
 //   rouge_l, rouge1 rouge-score F-measure, default tokeniser (lowercase, runs of [a-z0-9]), no stemming.
+//   content_f1      ours (issue 65): token F1 on content words only. word_tokenize tokens, ASCII letters lower-cased,
+//                   minus English stop words (stopwords.cpp: NLTK 3.8's `stopwords.words("english")`, 179 words,
+//                   plus the clitics word_tokenize splits off: n't 's 're 've 'll 'd 'm) and minus tokens without a
+//                   letter or digit (punctuation). Function words and genre cannot score here.
+//   content_recall  share of the truth's content words that the recovery holds.
 //
 // Regular-expression classes follow Python 3.11 `re` on str (\w, \s, \d over Unicode 14). Input is UTF-8;
 // an invalid byte is read as U+FFFD. Torch-free on purpose. The tokenisers are metrics_tokenize.cpp (tables:
@@ -56,12 +61,22 @@ double rouge1(const std::string& hyp, const std::string& ref);
 std::size_t lcs_length(const std::vector<int>& a, const std::vector<int>& b);
 bool exact_match(const std::string& hyp, const std::string& ref);
 
+// ---- content words ----
+bool is_stop_word(const std::string& lowercased_token);
+// The distinct content words of s (see content_f1 above), sorted.
+std::vector<std::string> content_words(const std::string& s);
+// F1 of the two content-word sets. Both empty: 1 (nothing to recover, nothing invented); one empty: 0.
+double content_f1(const std::string& hyp, const std::string& ref);
+// |content(hyp) ∩ content(ref)| / |content(ref)|; a truth without content words: 1 when hyp has none, else 0.
+double content_recall(const std::string& hyp, const std::string& ref);
+
 // ---- per text ----
 struct PerText {
   // bleu follows vec2text (vec2text_bleu: effective order off, so a hypothesis under 4 tokens scores 0), as the
   // paper's tables do; bleu_sentence is sacrebleu's sentence_bleu (effective order on). exact is 0/1.
   std::vector<double> bleu, token_f1, rouge_l, exact;
   std::vector<double> bleu_sentence, rouge1;  // ROUGE-1 F
+  std::vector<double> content_f1, content_recall;
 };
 // Throws std::invalid_argument when the sizes differ.
 PerText score_all(const std::vector<std::string>& hyps, const std::vector<std::string>& refs);

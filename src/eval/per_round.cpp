@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -30,6 +31,8 @@ json score_rounds(const EvalSplit& split, const std::vector<std::string>& refs, 
                              {"bleu_ci", {s.ci.at("bleu").first, s.ci.at("bleu").second}},
                              {"token_f1", s.mean.at("token_f1")},
                              {"token_f1_ci", {s.ci.at("token_f1").first, s.ci.at("token_f1").second}},
+                             {"content_f1", s.mean.at("content_f1")},
+                             {"content_f1_ci", {s.ci.at("content_f1").first, s.ci.at("content_f1").second}},
                              {"cos", s.mean.at("cos")},
                              {"queries_per_text", s.mean.at("queries_per_text")}});
   }
@@ -37,9 +40,9 @@ json score_rounds(const EvalSplit& split, const std::vector<std::string>& refs, 
   std::vector<std::pair<std::string, size_t>> against{{"last", rounds.size() - 1}};
   if (run.early_stop_round >= 0) against.emplace_back("early_stop", static_cast<size_t>(run.early_stop_round));
   for (const auto& [label, t] : against)
-    for (const std::string metric : {"bleu", "token_f1"}) {
-      const auto& a = metric == "bleu" ? rounds[t].bleu : rounds[t].token_f1;
-      const auto& b = metric == "bleu" ? rounds[0].bleu : rounds[0].token_f1;
+    for (const std::string metric : {"bleu", "token_f1", "content_f1"}) {
+      const auto& a = rounds[t].per_text(metric);
+      const auto& b = rounds[0].per_text(metric);
       auto ci = metrics::paired_bootstrap_diff(a, b, static_cast<int>(opt.bootstrap), opt.seed);
       out["verdicts"].push_back({{"round", t}, {"which", label}, {"metric", metric},
                                  {"diff", metrics::mean(a) - metrics::mean(b)}, {"ci", {ci.lo, ci.hi}}});
@@ -61,7 +64,7 @@ void plot(const std::string& out_dir, const json& per_round) {
   const std::string tmp = temp_sibling(out_dir + "/per_round");
   fs::create_directories(tmp);
   std::ofstream g(tmp + "/plot.gp");
-  g << "set terminal png size 1260,560\nset output '" << tmp << "/per_round.png'\nset multiplot layout 1,3\n"
+  g << "set terminal png size 1680,560\nset output '" << tmp << "/per_round.png'\nset multiplot layout 1,4\n"
     << "set termoption noenhanced\nset grid\nset key below\nset xlabel 'correction round'\n";
   std::vector<std::string> files, titles;
   for (const auto& [split, systems] : per_round["splits"].items())
@@ -70,7 +73,7 @@ void plot(const std::string& out_dir, const json& per_round) {
       std::ofstream d(f);
       for (const auto& r : block["rounds"])
         d << r["round"].get<int64_t>() << " " << r["bleu"].get<double>() << " " << r["token_f1"].get<double>() << " "
-          << r["queries_per_text"].get<double>() << "\n";
+          << r["queries_per_text"].get<double>() << " " << r.value("content_f1", 0.0) << "\n";
       files.push_back(f);
       titles.push_back(system + " (" + split + ")");
     }
@@ -83,6 +86,7 @@ void plot(const std::string& out_dir, const json& per_round) {
   };
   panel("BLEU by round", "1:2", "correction round");
   panel("token F1 by round", "1:3", "correction round");
+  panel("content F1 by round", "1:5", "correction round");
   panel("token F1 against queries per text", "4:3", "queries per text (cumulative)");
   g << "unset multiplot\n";
   g.close();
@@ -100,15 +104,22 @@ std::string write_per_round(const std::string& out_dir, const json& per_round) {
                    "text.\n";
   for (const auto& [split, systems] : per_round["splits"].items()) {
     for (const auto& [system, block] : systems.items()) {
-      md += fmt::format("\n## {} on {}\n\n| round | BLEU | token F1 | cos | queries/text |\n|---|---|---|---|---|\n",
+      md += fmt::format("\n## {} on {}\n\n| round | BLEU | token F1 | content F1 | cos | queries/text |\n"
+                        "|---|---|---|---|---|---|\n",
                         system, split);
       const int64_t es = block["early_stop_round"].get<int64_t>();
       for (const auto& r : block["rounds"]) {
         const int64_t t = r["round"].get<int64_t>();
-        md += fmt::format("| {}{} | {:.4f} [{:.4f}, {:.4f}] | {:.4f} [{:.4f}, {:.4f}] | {:.4f} | {:.1f} |\n", t,
-                          t == es ? "*" : "", r["bleu"].get<double>(), r["bleu_ci"][0].get<double>(),
+        // content F1 is absent from a per_round.json written before it existed (NaN in the table then).
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        const json no_ci = {nan, nan};
+        const json& cci = r.contains("content_f1_ci") ? r["content_f1_ci"] : no_ci;
+        md += fmt::format("| {}{} | {:.4f} [{:.4f}, {:.4f}] | {:.4f} [{:.4f}, {:.4f}] | {:.4f} [{:.4f}, {:.4f}] | "
+                          "{:.4f} | {:.1f} |\n",
+                          t, t == es ? "*" : "", r["bleu"].get<double>(), r["bleu_ci"][0].get<double>(),
                           r["bleu_ci"][1].get<double>(), r["token_f1"].get<double>(),
                           r["token_f1_ci"][0].get<double>(), r["token_f1_ci"][1].get<double>(),
+                          r.value("content_f1", nan), cci[0].get<double>(), cci[1].get<double>(),
                           r["cos"].get<double>(), r["queries_per_text"].get<double>());
       }
       md += "\n| against round 0 | metric | diff [95 % CI] | verdict |\n|---|---|---|---|\n";

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,17 @@ EvalSplit first_texts(const EvalSplit& s, int64_t n) {
   out.clean = s.clean.narrow(0, 0, n);
   out.noisy = s.noisy.narrow(0, 0, n);
   out.sigma = s.sigma;
+  return out;
+}
+
+// The truth's content words that a recovery holds, in bold ("**river** **france**"), or "none".
+std::string recovered_content(const std::string& recovery, const std::vector<std::string>& truth_words) {
+  std::vector<std::string> both;
+  const auto mine = metrics::content_words(recovery);
+  std::set_intersection(mine.begin(), mine.end(), truth_words.begin(), truth_words.end(), std::back_inserter(both));
+  if (both.empty()) return "none";
+  std::string out;
+  for (const auto& w : both) out += (out.empty() ? "**" : " **") + w + "**";
   return out;
 }
 
@@ -66,20 +78,22 @@ std::pair<json, std::string> floor_verdicts(std::map<std::string, SystemScores>&
                                             const std::vector<SystemSpec>& systems, const EvalOptions& opt) {
   json out = json::array();
   if (!scores.count("floor-retrieval") || !scores.count("floor-constant")) return {out, ""};
-  std::string md = "\nAbove the floors (paired bootstrap on the same texts; \"above\" = the token-F1 interval "
-                   "against both floors lies above 0):\n\n| system | token F1 − floor-retrieval | BLEU − floor-retrieval "
-                   "| token F1 − floor-constant | above both |\n|---|---|---|---|---|\n";
+  std::string md = "\nAbove the floors (paired bootstrap on the same texts; \"above\" = the interval of the "
+                   "difference against both floors lies above 0, on token F1 and, separately, on content F1):\n\n"
+                   "| system | token F1 − floor-retrieval | content F1 − floor-retrieval | BLEU − floor-retrieval | "
+                   "token F1 − floor-constant | content F1 − floor-constant | above both (token F1) | above both "
+                   "(content F1) |\n|---|---|---|---|---|---|---|---|\n";
   for (const auto& sys : systems) {
     if (sys.floor) continue;
     auto& a = scores.at(sys.name);
     json j{{"system", sys.name}};
     std::string cells;
-    bool above = true, paired = true;
+    bool above = true, above_content = true, paired = true;
     for (const auto& [floor, metric] : std::vector<std::pair<std::string, std::string>>{
-             {"floor-retrieval", "token_f1"}, {"floor-retrieval", "bleu"}, {"floor-constant", "token_f1"}}) {
-      const auto& f = scores.at(floor);
-      const auto& va = metric == "bleu" ? a.bleu : a.token_f1;
-      const auto& vb = metric == "bleu" ? f.bleu : f.token_f1;
+             {"floor-retrieval", "token_f1"}, {"floor-retrieval", "content_f1"}, {"floor-retrieval", "bleu"},
+             {"floor-constant", "token_f1"}, {"floor-constant", "content_f1"}}) {
+      const auto& va = a.per_text(metric);
+      const auto& vb = scores.at(floor).per_text(metric);
       if (va.size() != vb.size()) {  // a row run on the first texts only: not paired
         paired = false;
         break;
@@ -88,13 +102,15 @@ std::pair<json, std::string> floor_verdicts(std::map<std::string, SystemScores>&
       const auto ci = metrics::paired_bootstrap_diff(va, vb, static_cast<int>(opt.bootstrap), opt.seed);
       j[floor + "/" + metric] = {{"diff", diff}, {"ci", {ci.lo, ci.hi}}};
       if (metric == "token_f1") above = above && ci.lo > 0;
+      if (metric == "content_f1") above_content = above_content && ci.lo > 0;
       cells += fmt::format(" {:+.4f} [{:+.4f}, {:+.4f}] |", diff, ci.lo, ci.hi);
     }
     if (!paired) continue;
     j["above_both"] = above;
+    j["above_both_content"] = above_content;
     out.push_back(j);
-    md += fmt::format("| {}{} |{} {} |\n", sys.name, sys.reference ? " (reference)" : "", cells,
-                      above ? "**yes**" : "no");
+    md += fmt::format("| {}{} |{} {} | {} |\n", sys.name, sys.reference ? " (reference)" : "", cells,
+                      above ? "**yes**" : "no", above_content ? "**yes**" : "no");
   }
   return {out, md};
 }
@@ -162,7 +178,8 @@ struct ResultsReport {
         cfg.flag("eval.cut_before_embedding") ? "cut before they are embedded (vec2text's rule)"
                                               : "embedded whole (eval.cut_before_embedding false)");
     per_round = json{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"splits", json::object()}};
-    samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery.\n";
+    samples_md = "# Recovered texts\n\nThe first test texts beside every system's recovery; after each recovery, the "
+                 "truth's content words it holds (stop words and punctuation removed, case ignored: metrics.h).\n";
   }
 
   // Every system of a split scored (a log line each), and its correction rounds where it recorded them.
@@ -185,18 +202,18 @@ struct ResultsReport {
         per_round["splits"][split.name][sys.name] = score_rounds(split, refs, run, embed_clean, opt);
       scores[sys.name].reference = sys.reference;
       scores[sys.name].floor = sys.floor;
-      LOG_INFO("[eval] {} / {}: BLEU {:.4f} token F1 {:.4f} cos {:.4f} ({:.1f} s)", split.name, sys.name,
-               scores[sys.name].mean["bleu"], scores[sys.name].mean["token_f1"], scores[sys.name].mean["cos"],
-               seconds[i]);
+      LOG_INFO("[eval] {} / {}: BLEU {:.4f} token F1 {:.4f} content F1 {:.4f} cos {:.4f} ({:.1f} s)", split.name,
+               sys.name, scores[sys.name].mean["bleu"], scores[sys.name].mean["token_f1"],
+               scores[sys.name].mean["content_f1"], scores[sys.name].mean["cos"], seconds[i]);
     }
     return scores;
   }
 
   // The split's table, a row a system, into results.md; each row's means and intervals into js["systems"].
   void system_table(const EvalSplit& split, const Scores& scores, json& js) {
-    md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | ROUGE-L | exact | cos | queries/text | "
-                      "distinct | top template | loops ≤ 8 | artefacts | repeats ≥ 4 |\n"
-                      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    md += fmt::format("\n## {} (n = {})\n\n| system | BLEU | token F1 | content F1 | content recall | ROUGE-L | exact | "
+                      "cos | queries/text | distinct | top template | loops ≤ 8 | artefacts | repeats ≥ 4 |\n"
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                       split.name, split.texts.size());
     for (const auto& sys : systems) {
       const auto& s = scores.at(sys.name);
@@ -215,10 +232,11 @@ struct ResultsReport {
       const std::string queries = s.index_queries > 0
                                       ? fmt::format("{:.1f} + {:.0f} once", s.mean.at("queries_per_text"), s.index_queries)
                                       : fmt::format("{:.1f}", s.mean.at("queries_per_text"));
-      md += fmt::format("| {}{}{}{} | {} | {} | {} | {:.3f} | {} | {} | {:.1f} % | {:.1f} % | {:.1f} % | {:.1f} % | "
-                        "{:.1f} % |\n",
+      md += fmt::format("| {}{}{}{} | {} | {} | {} | {:.3f} | {} | {:.3f} | {} | {} | {:.1f} % | {:.1f} % | "
+                        "{:.1f} % | {:.1f} % | {:.1f} % |\n",
                         sys.name, s.reference ? " (reference)" : "", s.floor ? " (floor)" : "", subset,
                         fmt_ci(s.mean.at("bleu"), s.ci.at("bleu")), fmt_ci(s.mean.at("token_f1"), s.ci.at("token_f1")),
+                        fmt_ci(s.mean.at("content_f1"), s.ci.at("content_f1")), s.mean.at("content_recall"),
                         fmt_ci(s.mean.at("rouge_l"), s.ci.at("rouge_l")), s.mean.at("exact"),
                         fmt_ci(s.mean.at("cos"), s.ci.at("cos")), queries, 100.0 * s.mean.at("distinct"),
                         100.0 * s.mean.at("top_template"), 100.0 * s.mean.at("loops"), 100.0 * s.mean.at("artefacts"),
@@ -234,7 +252,10 @@ struct ResultsReport {
       for (const auto& sys : systems) {
         const auto& s = scores.at(sys.name);
         if (i < s.recovered.size())
-          line["systems"][sys.name] = {{"text", s.recovered[i]}, {"bleu", s.bleu[i]}, {"token_f1", s.token_f1[i]}};
+          line["systems"][sys.name] = {{"text", s.recovered[i]},
+                                       {"bleu", s.bleu[i]},
+                                       {"token_f1", s.token_f1[i]},
+                                       {"content_f1", s.content_f1[i]}};
       }
       recoveries += line.dump() + "\n";
     }
@@ -271,9 +292,9 @@ struct ResultsReport {
     std::string vmd;
     for (const auto& [a, b] : kVerdictPairs) {
       if (!scores.count(a) || !scores.count(b)) continue;
-      for (const std::string metric : {"bleu", "token_f1"}) {
-        const auto& va = metric == "bleu" ? scores.at(a).bleu : scores.at(a).token_f1;
-        const auto& vb = metric == "bleu" ? scores.at(b).bleu : scores.at(b).token_f1;
+      for (const std::string metric : {"bleu", "token_f1", "content_f1"}) {
+        const auto& va = scores.at(a).per_text(metric);
+        const auto& vb = scores.at(b).per_text(metric);
         if (va.size() != vb.size()) continue;  // paired only on the same texts (a row run on a subset)
         const double diff = metrics::mean(va) - metrics::mean(vb);
         auto ci = metrics::paired_bootstrap_diff(va, vb, static_cast<int>(opt.bootstrap), opt.seed);
@@ -295,11 +316,15 @@ struct ResultsReport {
     samples_md += fmt::format("\n## {}\n", split.name);
     const int64_t k = std::min<int64_t>(opt.samples, static_cast<int64_t>(split.texts.size()));
     for (int64_t i = 0; i < k; ++i) {
-      samples_md += fmt::format("\n**{}.** {}\n\n", i + 1, refs[i]);
+      const auto truth_words = metrics::content_words(refs[i]);
+      samples_md += fmt::format("\n**{}.** {}  \ncontent words: {}\n\n", i + 1, refs[i],
+                                truth_words.empty() ? std::string("none") : fmt::format("{}", fmt::join(truth_words, " ")));
       for (const auto& sys : systems)
         if (const auto& rec = scores.at(sys.name).recovered; i < static_cast<int64_t>(rec.size()))
-          samples_md += fmt::format("- `{}`: {}{}{}\n", sys.name, rec[i], has_short_loop(rec[i]) ? " *(loops)*" : "",
-                                    has_penalty_artefact(rec[i]) ? " *(artefact)*" : "");
+          samples_md += fmt::format("- `{}`: {}{}{} — recovered: {}\n", sys.name, rec[i],
+                                    has_short_loop(rec[i]) ? " *(loops)*" : "",
+                                    has_penalty_artefact(rec[i]) ? " *(artefact)*" : "",
+                                    recovered_content(rec[i], truth_words));
     }
   }
 

@@ -33,7 +33,7 @@ std::string sigma_sweep_gnuplot(const std::string& data_path, const std::string&
   return fmt::format(
       "set terminal png size 900,420\nset output '{png}'\nset multiplot layout 1,2\nset grid\n"
       "set xlabel 'sigma' noenhanced\nset key bottom left\nset title 'leakage (attack)' noenhanced\n"
-      "plot '{dat}' using 1:5{lp}'BLEU' noenhanced, '' using 1:6{lp}'token F1' noenhanced\n"
+      "plot '{dat}' using 1:5{lp}'BLEU' noenhanced, '' using 1:6{lp}'token F1' noenhanced, '' using 1:7{lp}'content F1' noenhanced\n"
       "set title 'utility (defender)' noenhanced\n"
       "plot '{dat}' using 1:2{lp}'cos(noisy, clean)' noenhanced, '' using 1:3{lp}'recall@1' noenhanced, "
       "'' using 1:4{lp}'recall@10' noenhanced\nunset multiplot\n",
@@ -74,13 +74,13 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
     const auto refs = reference_texts(ctx, base.texts);
     json out{{"command", command_line}, {"revision", DAEI_GIT_REV}, {"n", n}, {"points", json::array()}};
     std::string md = fmt::format("# Noise sweep (test, n = {})\n\n`{}` · revision {}\n\n| σ | cos(noisy, clean) | "
-                                 "recall@1 | recall@10 | attack | BLEU | token F1 | cos(recovered, true) |\n"
-                                 "|---|---|---|---|---|---|---|---|\n",
+                                 "recall@1 | recall@10 | attack | BLEU | token F1 | content F1 | cos(recovered, true) |\n"
+                                 "|---|---|---|---|---|---|---|---|---|\n",
                                  n, command_line, DAEI_GIT_REV);
     const RunLayout layout(run_dir);
     const std::string data_path = layout.eval_file("sigma_sweep.dat");
     std::ofstream dat(data_path);
-    dat << "# sigma cos_noisy recall1 recall10 bleu token_f1\n";
+    dat << "# sigma cos_noisy recall1 recall10 bleu token_f1 content_f1\n";
     for (size_t k = 0; k < points.size(); ++k) {
       const EvalSplit& sp = points[k];
       const auto& texts = recovered[k];
@@ -94,18 +94,22 @@ void run_sigma_sweep(const Config& cfg, const EvalContext& ctx, const std::strin
           torch::cosine_similarity(rec.to(torch::kFloat64), sp.clean.to(torch::kFloat64), 1).mean().item<double>();
       const double bleu = metrics::mean(per.bleu), f1 = metrics::mean(per.token_f1);
       const auto bci = metrics::bootstrap_ci(per.bleu, 1000, 1), fci = metrics::bootstrap_ci(per.token_f1, 1000, 1);
+      const double cf1 = metrics::mean(per.content_f1);
+      const auto cci = metrics::bootstrap_ci(per.content_f1, 1000, 1);
       out["points"].push_back({{"sigma", sigma}, {"cos_noisy_clean", cos_noisy}, {"recall_at_1", r1},
                                {"recall_at_10", r10}, {"attack", attack}, {"bleu", bleu}, {"bleu_ci", {bci.lo, bci.hi}},
-                               {"token_f1", f1}, {"token_f1_ci", {fci.lo, fci.hi}}, {"cos", cos_rec}});
+                               {"token_f1", f1}, {"token_f1_ci", {fci.lo, fci.hi}}, {"content_f1", cf1},
+                               {"content_f1_ci", {cci.lo, cci.hi}}, {"cos", cos_rec}});
       md += fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {} | {:.3f} [{:.3f}, {:.3f}] | {:.3f} [{:.3f}, {:.3f}] | "
-                        "{:.3f} |\n",
-                        sigma, cos_noisy, r1, r10, attack, bleu, bci.lo, bci.hi, f1, fci.lo, fci.hi, cos_rec);
-      dat << sigma << " " << cos_noisy << " " << r1 << " " << r10 << " " << bleu << " " << f1 << "\n";
-      LOG_INFO("[sweep] σ {}: cos {:.3f} recall@1 {:.3f} | {} BLEU {:.3f} F1 {:.3f}", sigma, cos_noisy, r1, attack, bleu,
-               f1);
+                        "{:.3f} [{:.3f}, {:.3f}] | {:.3f} |\n",
+                        sigma, cos_noisy, r1, r10, attack, bleu, bci.lo, bci.hi, f1, fci.lo, fci.hi, cf1, cci.lo,
+                        cci.hi, cos_rec);
+      dat << sigma << " " << cos_noisy << " " << r1 << " " << r10 << " " << bleu << " " << f1 << " " << cf1 << "\n";
+      LOG_INFO("[sweep] σ {}: cos {:.3f} recall@1 {:.3f} | {} BLEU {:.3f} F1 {:.3f} content F1 {:.3f}", sigma,
+               cos_noisy, r1, attack, bleu, f1, cf1);
     }
     dat.close();
-    md += "\nA defender reads the row where leakage (BLEU, token F1) falls below the threshold it accepts and pays the "
+    md += "\nA defender reads the row where leakage (BLEU, token F1, content F1) falls below the threshold it accepts and pays the "
           "recall of that row. σ is the noise of the release; the DAE is called at that σ.\n";
     write_file_atomic(layout.eval_file("sigma_sweep.json"), out.dump(2) + "\n");
     write_file_atomic(layout.eval_file("sigma_sweep.md"), md);

@@ -56,10 +56,13 @@ assert set(fv) == want - {"floor-constant", "floor-retrieval"}, sorted(fv)
 for v in fv.values():
     lo, hi = v["floor-retrieval/token_f1"]["ci"]
     assert lo <= v["floor-retrieval/token_f1"]["diff"] <= hi and isinstance(v["above_both"], bool), v
+    lo, hi = v["floor-constant/content_f1"]["ci"]
+    assert lo <= v["floor-constant/content_f1"]["diff"] <= hi and isinstance(v["above_both_content"], bool), v
 for s_ in t["systems"].values():
     assert all(0 <= s_[k] <= 1 for k in ("distinct", "top_template", "loops", "artefacts")), s_
 for name, s in t["systems"].items():
-    for k in ("bleu", "token_f1", "rouge_l", "cos"):
+    assert 0 <= s["content_recall"] <= 1, (name, s)
+    for k in ("bleu", "token_f1", "content_f1", "rouge_l", "cos"):
         lo, hi = s[k + "_ci"]
         floor = -1 - 1e-9 if k == "cos" else 0  # a cosine may be negative (the toy's random vectors have no common part)
         assert floor <= lo <= s[k] + 1e-12 and s[k] <= hi + 1e-12 and hi <= 1 + 1e-9, (name, k, lo, s[k], hi)
@@ -73,6 +76,7 @@ pairs = {(v["a"], v["b"], v["metric"]) for v in t["verdicts"]}
 assert ("dae-only", "wiener-inverter", "token_f1") in pairs and ("wiener-inverter", "noisy-inverter", "bleu") in pairs
 assert t["systems"]["wiener-inverter"]["queries_per_text"] == 0 and not t["systems"]["wiener-inverter"]["reference"]
 assert ("dae-only", "noisy-inverter", "bleu") in pairs and ("daei", "joint-no-corrector", "token_f1") in pairs, pairs
+assert ("daei", "noisy-vec2text", "content_f1") in pairs, pairs
 assert "mse_dae_stage3" in r["dae"]["test"] and "oracle_fitted_on" in r["dae"]["test"]
 s = json.load(open(sys.argv[2]))
 assert [p["sigma"] for p in s["points"]] == [0.02, 0.06]
@@ -98,7 +102,8 @@ for name, block in p.items():
     assert abs(rounds[0]["bleu"] - r[round0[name]]["bleu"]) < 1e-12, (name, rounds[0], r[round0[name]])
     es = rounds[block["early_stop_round"]]
     assert abs(es["bleu"] - r[name]["bleu"]) < 1e-12 and abs(es["queries_per_text"] - r[name]["queries_per_text"]) < 1e-9
-    assert {v["metric"] for v in block["verdicts"]} == {"bleu", "token_f1"}
+    assert {v["metric"] for v in block["verdicts"]} == {"bleu", "token_f1", "content_f1"}
+    assert abs(rounds[0]["content_f1"] - r[round0[name]]["content_f1"]) < 1e-12, (name, rounds[0])
 print("per-round OK")
 PY
 # Held-out CE beside the training CE in every T5 stage; the correctors were warm-started from their inverters.

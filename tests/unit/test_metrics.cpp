@@ -325,3 +325,42 @@ TEST(Loops, ShortLoopsOnHandMadeStrings) {
   EXPECT_FALSE(has_short_loop(", , , ,"));  // no words
   EXPECT_FALSE(has_short_loop("don't dont"));
 }
+
+// Content-word metrics (issue 65) on hand-made pairs: what a stop word, a clitic, punctuation and case do.
+TEST(ContentWords, StopWordsPunctuationAndCaseGo) {
+  EXPECT_EQ(m::content_words("The United States of America, and its people!"),
+            (std::vector<std::string>{"america", "people", "states", "united"}));
+  // word_tokenize splits "don't" into "do" "n't": both are function words.
+  EXPECT_EQ(m::content_words("I don't like Paris's rivers."), (std::vector<std::string>{"like", "paris", "rivers"}));
+  EXPECT_EQ(m::content_words("a person who is of the"), (std::vector<std::string>{"person"}));
+  EXPECT_TRUE(m::content_words("It is what it was, of the...").empty());
+  EXPECT_EQ(m::content_words("-- ; 1990 ..."), (std::vector<std::string>{"1990"}));
+  EXPECT_TRUE(m::is_stop_word("the"));
+  EXPECT_TRUE(m::is_stop_word("wouldn't"));
+  EXPECT_FALSE(m::is_stop_word("The"));  // callers lower-case first
+  EXPECT_FALSE(m::is_stop_word("river"));
+}
+
+TEST(ContentWords, F1AndRecallOnHandMadePairs) {
+  // Function words shared, no content word shared: token F1 is high, content F1 is 0.
+  const std::string truth = "a large river in the south of France";
+  const std::string genre = "a small town in the north of the country";
+  EXPECT_GT(m::token_f1(genre, truth), 0.3);
+  EXPECT_DOUBLE_EQ(m::content_f1(genre, truth), 0.0);
+  EXPECT_DOUBLE_EQ(m::content_recall(genre, truth), 0.0);
+  // Two of four content words (large river south france) recovered, one invented (city): F1 = 2·2/(3+4).
+  EXPECT_NEAR(m::content_f1("the River of france and a city", truth), 4.0 / 7.0, 1e-12);
+  EXPECT_NEAR(m::content_recall("the River of france and a city", truth), 0.5, 1e-12);
+  // Order and repetition do not count (sets), case does not count.
+  EXPECT_DOUBLE_EQ(m::content_f1("FRANCE south river large river", truth), 1.0);
+  // Nothing to recover: an empty content set on both sides scores 1, on one side 0.
+  EXPECT_DOUBLE_EQ(m::content_f1("it is the", "of the"), 1.0);
+  EXPECT_DOUBLE_EQ(m::content_f1("river", "of the"), 0.0);
+  EXPECT_DOUBLE_EQ(m::content_recall("river", "of the"), 0.0);
+  EXPECT_DOUBLE_EQ(m::content_f1("", truth), 0.0);
+  const auto per = m::score_all({genre, truth}, {truth, truth});
+  ASSERT_EQ(per.content_f1.size(), 2u);
+  EXPECT_DOUBLE_EQ(per.content_f1[0], 0.0);
+  EXPECT_DOUBLE_EQ(per.content_f1[1], 1.0);
+  EXPECT_DOUBLE_EQ(per.content_recall[1], 1.0);
+}

@@ -18,8 +18,8 @@ TEST(Plots, SigmaSweepLegendKeepsTheAtSign) {
   const fs::path d = fs::temp_directory_path() / ("daei-plots-" + std::to_string(::getpid()));
   fs::create_directories(d);
   const std::string dat = (d / "sweep.dat").string(), txt = (d / "sweep.txt").string();
-  std::ofstream(dat) << "# sigma cos_noisy recall1 recall10 bleu token_f1\n0.02 0.95 0.9 0.97 0.3 0.4\n"
-                        "0.04 0.90 0.7 0.85 0.2 0.3\n0.06 0.80 0.5 0.70 0.1 0.2\n";
+  std::ofstream(dat) << "# sigma cos_noisy recall1 recall10 bleu token_f1 content_f1\n0.02 0.95 0.9 0.97 0.3 0.4 0.2\n"
+                        "0.04 0.90 0.7 0.85 0.2 0.3 0.1\n0.06 0.80 0.5 0.70 0.1 0.2 0.05\n";
   std::string script = daei::sigma_sweep_gnuplot(dat, (d / "unused.png").string());
   ASSERT_EQ(script.rfind("set terminal png", 0), 0u) << script;
   // The same script on the text terminal: replace the terminal and output lines only.
@@ -33,6 +33,7 @@ TEST(Plots, SigmaSweepLegendKeepsTheAtSign) {
   EXPECT_NE(out.find("recall@1 "), std::string::npos) << out;
   EXPECT_NE(out.find("recall@10"), std::string::npos) << out;
   EXPECT_NE(out.find("token F1"), std::string::npos) << out;
+  EXPECT_NE(out.find("content F1"), std::string::npos) << out;
   EXPECT_NE(out.find("cos(noisy, clean)"), std::string::npos) << out;
   fs::remove_all(d);
 }
