@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs, builds and runs the whole DAEI attack on the embedded default (GloVe-100d, WordNet + GCIDE, sigma 0.04)
+# Installs, builds and runs the whole DAEI attack on the embedded default (all-MiniLM-L6-v2 + N(0, 0.18²), WordNet +
+# GCIDE)
 # with `daei pipeline` on 2 ranks, then prints the results table. Re-running resumes: every step skips what is
 # complete and resumes what is partial.
 set -euo pipefail
