@@ -101,6 +101,127 @@ def kv(d):
     return out
 
 
+def cpp2(d):
+    """kv with the keys' underscores as dashes (--label-len): the flags of bench_entries' T5 commands."""
+    return kv({k.replace("_", "-"): v for k, v in d.items()})
+
+
+def run_concurrently(cmd, n=2, env=None):
+    """n processes of cmd at the same time; their JSON records (the first JSON line of each)."""
+    ps = [subprocess.Popen(cmd, cwd=ROOT, env=env or ENV1, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    return [json.loads([l for l in p.communicate()[0].splitlines() if l.startswith("{")][0]) for p in ps]
+
+
+class DaeiSide:
+    """daei's side of the entries: one build's bench binaries and the sizes (--quick: the small ones), each command
+    written once. bench/runner.py runs them against the Python references; bench/torch_compare.py runs each with two
+    builds (libtorch 1.13 and 2.x) in alternation."""
+
+    def __init__(self, build, quick):
+        d = build if os.path.isabs(build) else os.path.join(ROOT, build)
+        self.B, self.CT, self.EL, self.AF = (os.path.join(d, "bench_" + n) for n in
+                                             ("entries", "cache_throughput", "eval_loops", "adamw_fused"))
+        Q = self.quick = quick
+        self.mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
+            ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
+        # 1. stage-1 SURE step, paper sizes
+        self.S1 = dict(dim=768, hidden=1024, depth=3, batch=256, probes=5) if not Q else dict(
+            dim=256, hidden=256, depth=2, batch=64, probes=5)
+        self.st1 = 3
+        # 2, 3. stage-2 step and generation of the small inverter
+        S2 = dict(dim=100, repeat=16, vocab=4096, batch=64, layers=2, heads=8, label_len=32)
+        S2["d_model"], S2["d_kv"], S2["d_ff"] = (128, 16, 512) if Q else (256, 32, 1024)
+        if Q:
+            S2["batch"] = 16
+        self.S2, self.st2 = S2, 2 if Q else 3
+        self.mm_n = 512 if Q else 1024
+        self.n_texts = 256 if Q else 2000  # stage-2 epoch
+        # 8. a stage-3 step through the Trainer
+        self.SQ3 = dict(dim=100, hidden=512, depth=2, probes=5, repeat=16, vocab=8000, d_model=128, d_kv=32,
+                        d_ff=512, layers=2, heads=4, label_len=32, batch=32)
+        if Q:
+            self.SQ3.update(batch=8, vocab=1000)
+        self.st3 = 2 if Q else 4
+        # 4. data parallel: stage 1, and the quickstart's T5 inverter, 32 rows a rank
+        SQ = dict(dim=100, hidden=512, depth=2, batch=256 if not Q else 64, probes=5)
+        SQ2 = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, d_ff=512, layers=2, heads=4, label_len=32,
+                   batch=32 if not Q else 8)
+        self.dp_cases = {"dp_stage1_2ranks": ("sure", kv, SQ, 4 if Q else 10),
+                         "dp_stage2_2ranks": ("t5-step", cpp2, SQ2, 3 if Q else 8)}
+        # 6. cache build
+        self.cache_rows, self.cache_reps = (2000, "2") if Q else (20000, "5")
+        # 10, 12. eval's loops
+        self.n_correct, self.n_zs, self.eval_reps = ("8", "2", "1") if Q else ("32", "4", "2")
+        self.np2 = ("8", "12", "2") if Q else ("42", "64", "3")  # texts, gen_batch, rounds: two blocks of gen_batch / beam
+        # 11. fused AdamW over the replicate-size inverter's parameters (configs/replicate-cpu.yaml)
+        self.SA = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, heads=4, d_ff=512, layers=2)
+        self.adamw_steps = 5 if Q else 20
+
+    def precision(self):
+        return [self.B, "precision"]
+
+    def sure(self, variant="hutchinson"):
+        return [self.B, "sure"] + kv(dict(self.S1, steps=self.st1, variant=variant))
+
+    def sure_var(self):
+        S1 = self.S1
+        return [self.B, "sure-var"] + kv(dict(dim=S1["dim"], hidden=S1["hidden"], depth=S1["depth"],
+                                              batch=16 if self.quick else 32, probes=S1["probes"],
+                                              draws=6 if self.quick else 30, exact=1))
+
+    def matmul(self):
+        return [self.B, "matmul", "--n", str(self.mm_n), "--reps", "5"]
+
+    def t5_args(self, **more):
+        """The stage-2 sizes as flags (bench_entries and bench/t5_reference.py take the same); steps st2 unless given."""
+        return cpp2(dict(self.S2, **dict(dict(steps=self.st2), **more)))
+
+    def t5(self, sub, precision=None, steps=None):
+        return [self.B, sub] + self.t5_args(steps=steps or self.st2) + (["--precision", precision] if precision else [])
+
+    def t5_epoch(self, lengths):
+        return [self.B, "t5-epoch"] + cpp2(dict(self.S2, lengths=lengths))
+
+    def allreduce(self, which):
+        sz = dict(dim=768, hidden=1024, depth=3) if which == "dae" else self.S2
+        return self.mpirun + ["-np", "2", self.B, "allreduce", "--which", which, "--reps", "4" if self.quick else "12"] \
+            + cpp2(sz), sz
+
+    def stage3(self, np_):
+        S3 = dict(self.SQ3, steps=self.st3)
+        return ([self.B] if np_ == 1 else self.mpirun + ["-np", "2", self.B]) + ["stage3-step", "--mpi", str(
+            int(np_ > 1))] + cpp2(dict(S3, batch=S3["batch"] * np_))
+
+    def dp(self, name, ranks):
+        """A data-parallel entry's step: on 2 ranks (ranks=2), or the command each of two independent processes runs."""
+        sub, args, sizes, steps = self.dp_cases[name]
+        if ranks == 2:
+            return self.mpirun + ["-np", "2", self.B, sub, "--mpi", "1"] + args(dict(sizes, steps=steps))
+        return [self.B, sub] + args(dict(sizes, steps=steps))
+
+    def cache(self, corpus, rows, glove):
+        return [self.CT, corpus, "--rows", str(rows), "--reps", self.cache_reps, "--out", "", "--json", "1"] + glove
+
+    def eval_loop(self, kind, chunk="256"):
+        """bench_eval_loops: 'correct' (beam 3, 10 rounds), 'zsinvert', 'chunk' (3 rounds at this embed_chunk),
+        'np1' / 'np2' (eval_np2's correction at 1 and 2 ranks)."""
+        if kind == "correct":
+            return [self.EL, "correct", "--texts", self.n_correct, "--beam", "3", "--rounds", "10", "--reps",
+                    self.eval_reps]
+        if kind == "zsinvert":
+            return [self.EL, "zsinvert", "--texts", self.n_zs, "--beam", "5", "--top-k", "50", "--steps", "20", "--reps",
+                    self.eval_reps]
+        if kind == "chunk":
+            return [self.EL, "correct", "--texts", self.n_correct, "--beam", "3", "--rounds", "3", "--embed-chunk",
+                    chunk, "--reps", "1"]
+        n_c, gb, rd = self.np2
+        args = ["correct", "--texts", n_c, "--beam", "3", "--rounds", rd, "--gen-batch", gb, "--reps", self.eval_reps]
+        return self.mpirun + ["-np", "2", self.EL] + args + ["--mpi", "1"] if kind == "np2" else [self.EL] + args
+
+    def adamw(self):
+        return [self.AF] + cpp2(dict(self.SA, steps=self.adamw_steps))
+
+
 # ------------------------------------------------------------------------------------------------- texts
 
 def make_texts(n, path_corpus, path_lengths, max_len=32):
@@ -177,9 +298,7 @@ def main():
     blas_meta = dict(mode=a.blas, core=openblas_core(ENV1), machine_env=pinned)
     faults_us = page_fault_us()
     Q = a.quick
-    B = os.path.join(a.build, "bench_entries") if os.path.isabs(a.build) else os.path.join(ROOT, a.build, "bench_entries")
-    CT = os.path.join(os.path.dirname(B), "bench_cache_throughput")
-    EL = os.path.join(os.path.dirname(B), "bench_eval_loops")
+    D = DaeiSide(a.build, Q)
     only = set(x for x in a.only.split(",") if x)
     want = lambda n: not only or n in only
     rounds = 1 if Q else 3
@@ -199,11 +318,9 @@ def main():
                              pair_ratios=[round(b / a, 3) for a, b in zip(va, vb)])))
     tmp = tempfile.mkdtemp(prefix="daei-bench-")
     try:  # this CPU's bf16 products as daei's probe sees them (the bf16 entries run only where they are native)
-        bf16_meta = run_json([B, "precision"])[0]
+        bf16_meta = run_json(D.precision())[0]
     except (OSError, RuntimeError, IndexError) as ex:
         bf16_meta = dict(isa="unknown", native=False, missing="bench_entries precision failed: %s" % str(ex)[-200:])
-    mpirun = ["mpirun"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
-             ["--oversubscribe", "--bind-to", "none", "-x", "OMP_NUM_THREADS=1", "-x", "OPENBLAS_NUM_THREADS=1"]
     t_start = time.time()
     load0 = open("/proc/loadavg").read().split()[:3]
     entries = []
@@ -258,30 +375,25 @@ def main():
             add(entry(name, None, None, None, "error", "", {}, 1, 0, 0.0, note="failed: %s" % str(ex)[-600:]))
 
     # 1. stage-1 SURE step, paper sizes
-    S1 = dict(dim=768, hidden=1024, depth=3, batch=256, probes=5) if not Q else dict(dim=256, hidden=256, depth=2,
-                                                                                        batch=64, probes=5)
-    st1 = 3
+    S1, st1 = D.S1, D.st1
 
     def e1():
-        va, vb, ra, rb = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")))[0],
+        va, vb, ra, rb = alternate(lambda: run_json(D.sure())[0],
                                    lambda: [j for j in run_json([PY, "bench/sure_reference.py", "--only", "hutchinson"]
                                                                 + kv(dict(S1, steps=st1)))][0], rounds)
         add(entry("stage1_sure_step", med(va), med(vb), med(vb) / med(va), 1.2, "s/step (ratio = reference/daei)",
                   S1, 1, "%d processes × %d steps each side" % (rounds, st1), spread(va), spread(vb),
                   extra=dict(maxrss_kb=max(r["maxrss_kb"] for r in ra))))
         # The same with glibc's own malloc settings on daei's side too (issue 24 item 1): both sides on one allocator.
-        glibc_entry("stage1_sure_step_glibc", [B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")),
+        glibc_entry("stage1_sure_step_glibc", D.sure(),
                     [PY, "bench/sure_reference.py", "--only", "hutchinson"] + kv(dict(S1, steps=st1)), S1, st1)
 
     # 9. SURE variants at equal K: time of a training step (same sizes) and the variance of the estimate
     def e9():
-        var = run_json([B, "sure-var"] + kv(dict(dim=S1["dim"], hidden=S1["hidden"], depth=S1["depth"],
-                                                 batch=16 if Q else 32, probes=S1["probes"], draws=6 if Q else 30,
-                                                 exact=1)))[0]
+        var = run_json(D.sure_var())[0]
         times = {}
         for v in ("batched", "fd"):
-            va, vb, _, _ = alternate(lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant=v)))[0],
-                                     lambda: run_json([B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson")))[0],
+            va, vb, _, _ = alternate(lambda: run_json(D.sure(v))[0], lambda: run_json(D.sure())[0],
                                      max(1, rounds - 1))
             times[v] = (va, vb)
             est = dict(mean=var[v]["mean"], std=var[v]["std"], exact=var["exact_div"],
@@ -292,25 +404,20 @@ def main():
                       extra=dict(estimate=est, estimate_sizes=dict(batch=var["batch"], draws=var["draws"]))))
 
     # 2, 3. stage-2 step and generation of the small inverter
-    S2 = dict(dim=100, repeat=16, vocab=4096, batch=64, layers=2, heads=8, label_len=32)
-    S2["d_model"], S2["d_kv"], S2["d_ff"] = (128, 16, 512) if Q else (256, 32, 1024)
-    if Q:
-        S2["batch"] = 16
-    cpp2 = lambda d: kv({k.replace("_", "-"): v for k, v in d.items()})
-    st2 = 2 if Q else 3
+    S2, st2 = D.S2, D.st2
     flop = {}
 
     def e2():
-        mm_n = 512 if Q else 1024
+        mm_n = D.mm_n
         mm = []
         va, vb, ra, rb = [], [], [], []
         for _ in range(rounds):  # matmul rate, daei step, Python step, alternating
-            j = run_json([B, "matmul", "--n", str(mm_n), "--reps", "5"])[0]
+            j = run_json(D.matmul())[0]
             mm.append(j["flops"] / med(j["times"]))
-            ja = run_json([B, "t5-step"] + cpp2(dict(S2, steps=st2)))[0]
+            ja = run_json(D.t5("t5-step"))[0]
             ra.append(ja)
             va.append(med(ja["times"]))
-            jb = run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)))[0]
+            jb = run_json([PY, "bench/t5_reference.py", "step"] + D.t5_args())[0]
             rb.append(jb)
             vb.append(med(jb["times"]))
         add(entry("stage2_step", med(va), med(vb), med(vb) / med(va), 1.5, "s/step (ratio = reference/daei)", S2, 1,
@@ -326,8 +433,7 @@ def main():
                   spread(rate), spread(mm), extra=dict(python_step_rate_gflops=med(rate_ref) / 1e9,
                                                        python_ratio=med(rate_ref) / med(mm))))
         flop["mm"] = med(mm)
-        glibc_entry("stage2_step_glibc", [B, "t5-step"] + cpp2(dict(S2, steps=st2)),
-                    [PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)), S2, st2)
+        glibc_entry("stage2_step_glibc", D.t5("t5-step"), [PY, "bench/t5_reference.py", "step"] + D.t5_args(), S2, st2)
     guarded("stage2_step", e2)
 
     # Issue 24 item 2: the T5 step's fused kernels one at a time (bench_entries t5-levers: one process, one model,
@@ -336,7 +442,7 @@ def main():
     def e2l():
         per = {}
         for _ in range(rounds):
-            j = run_json([B, "t5-levers"] + cpp2(dict(S2, steps=st2 + 1)))[0]
+            j = run_json(D.t5("t5-levers", steps=st2 + 1))[0]
             for k, v in j["configs"].items():
                 per.setdefault(k, []).append(med(v))
         none = per["none"]
@@ -347,8 +453,8 @@ def main():
     guarded("stage2_levers", e2l)
 
     def e2g():
-        va, vb, ra, rb = alternate(lambda: run_json([B, "t5-generate"] + cpp2(dict(S2, steps=st2)))[0],
-                                   lambda: run_json([PY, "bench/t5_reference.py", "generate"] + cpp2(dict(S2, steps=st2)))[0],
+        va, vb, ra, rb = alternate(lambda: run_json(D.t5("t5-generate"))[0],
+                                   lambda: run_json([PY, "bench/t5_reference.py", "generate"] + D.t5_args())[0],
                                    rounds)
         assert ra[0]["tokens"] == rb[0]["tokens"], "different generated lengths"
         add(entry("stage2_generate", med(va), med(vb), med(vb) / med(va), 1.1,
@@ -364,7 +470,7 @@ def main():
                   note="skipped: no native bf16 here (%s)" % (bf16_meta.get("missing") or "unknown")))
 
     def t5_bf16(sub, prec):
-        return run_json([B, sub] + cpp2(dict(S2, steps=st2)) + ["--precision", prec])[0]
+        return run_json(D.t5(sub, prec))[0]
 
     def e2b():
         if not bf16_meta.get("native"):
@@ -381,7 +487,7 @@ def main():
     def e2br():
         if not bf16_meta.get("native"):
             return bf16_skipped("stage2_step_bf16_ref")
-        ref = lambda: run_json([PY, "bench/t5_reference.py", "step"] + cpp2(dict(S2, steps=st2)) + ["--amp", "bf16"])[0]
+        ref = lambda: run_json([PY, "bench/t5_reference.py", "step"] + D.t5_args() + ["--amp", "bf16"])[0]
         va, vb, ra, rb = alternate(lambda: t5_bf16("t5-step", "bf16"), ref, rounds)
         add(entry("stage2_step_bf16_ref", med(va), med(vb), med(vb) / med(va), 1.3,
                   "s/step, train.precision bf16 (reference: the Python step under torch.autocast('cpu', bfloat16); "
@@ -402,14 +508,14 @@ def main():
     guarded("stage2_generate_bf16", e2gb)
 
     # 3b. stage-2 epoch over real-length texts
-    n_texts = 256 if Q else 2000
+    n_texts = D.n_texts
     lens = make_texts(n_texts, os.path.join(tmp, "texts.jsonl"), os.path.join(tmp, "lengths.txt"))
 
     def e3b():
-        args = cpp2(dict(S2, lengths=os.path.join(tmp, "lengths.txt")))
+        cmd = D.t5_epoch(os.path.join(tmp, "lengths.txt"))
         r3 = 1 if Q else 2
-        va, vb, ra, rb = alternate(lambda: run_json([B, "t5-epoch"] + args)[0],
-                                   lambda: run_json([PY, "bench/t5_reference.py", "epoch"] + args)[0], r3)
+        va, vb, ra, rb = alternate(lambda: run_json(cmd)[0],
+                                   lambda: run_json([PY, "bench/t5_reference.py", "epoch"] + cmd[2:])[0], r3)
         real = sum(lens)
         add(entry("stage2_epoch", med(va), med(vb), med(vb) / med(va), 1.5, "s/epoch (ratio = reference/daei)",
                   dict(S2, texts=n_texts, mean_len=round(real / len(lens), 1), max_len=32), 1,
@@ -422,8 +528,7 @@ def main():
     def ealloc():
         env_d = dict(ENV1, DAEI_MALLOC="default")
         env_t = dict(ENV1, DAEI_MALLOC="tuned")
-        for nm, cmd in (("malloc_sure_step", [B, "sure"] + kv(dict(S1, steps=st1, variant="hutchinson"))),
-                        ("malloc_t5_step", [B, "t5-step"] + cpp2(dict(S2, steps=st2)))):
+        for nm, cmd in (("malloc_sure_step", D.sure()), ("malloc_t5_step", D.t5("t5-step"))):
             va, vb, ra, rb = alternate(lambda: run_json(cmd, env_t)[0], lambda: run_json(cmd, env_d)[0], rounds)
             add(entry(nm, med(va), med(vb), med(vb) / med(va), "report",
                       "s/step with DAEI_MALLOC=tuned (reference: DAEI_MALLOC=default; ratio = speed-up)",
@@ -435,9 +540,9 @@ def main():
     # 5. GradReducer vs raw MPI_Allreduce (2 ranks), each call right after a real training backward (stage 1's SURE
     #    step, stage 2's cross-entropy); the fresh-gradients case (a trivial backward just before) is report-only.
     def e5():
-        for which, sz in (("dae", dict(dim=768, hidden=1024, depth=3)), ("t5", S2)):
-            j = run_json(mpirun + ["-np", "2", B, "allreduce", "--which", which, "--reps", "4" if Q else "12"]
-                         + cpp2(sz))[0]
+        for which in ("dae", "t5"):
+            cmd, sz = D.allreduce(which)
+            j = run_json(cmd)[0]
             t, r, f = med(j["times"]), med(j["raw_times"]), med(j["fresh_times"])
             gb = j["bytes"] / 1e9
             sizes = dict(sz, bytes=j["bytes"], buckets=j["buckets"], batch=j["batch"])
@@ -455,12 +560,9 @@ def main():
 
     # 8. a stage-3 step through the Trainer split into its phases, at 1 and 2 ranks (same per-rank batch)
     def e8():
-        S3 = dict(SQ3, steps=2 if Q else 4)
+        S3 = dict(D.SQ3, steps=D.st3)
         for np_ in (1, 2):
-            runs = []
-            for _ in range(rounds):
-                cmd = ([B] if np_ == 1 else mpirun + ["-np", "2", B]) + ["stage3-step", "--mpi", str(int(np_ > 1))]
-                runs.append(run_json(cmd + cpp2(dict(S3, batch=S3["batch"] * np_)))[0])
+            runs = [run_json(D.stage3(np_))[0] for _ in range(rounds)]
             tot = [r["times"][0] for r in runs]
             phases = {k: med([r["phases"][k] for r in runs]) for k in runs[0]["phases"]}
             share = {k: round(v / med(tot), 3) for k, v in phases.items()}
@@ -468,24 +570,19 @@ def main():
                       "s/step on rank 0 (per-rank batch %d); phases in `phases_s`, shares in `phase_share`" % S3["batch"],
                       dict(S3, ranks=np_), 1, "%d processes × %d steps" % (rounds, S3["steps"]), spread(tot),
                       extra=dict(phases_s=phases, phase_share=share)))
-    SQ3 = dict(dim=100, hidden=512, depth=2, probes=5, repeat=16, vocab=8000, d_model=128, d_kv=32, d_ff=512,
-               layers=2, heads=4, label_len=32, batch=32)
-    if Q:
-        SQ3.update(batch=8, vocab=1000)
     guarded("stage3_step", e8)
 
     # 4. stages 1 and 2 on 2 ranks × 1 thread vs two independent 1-rank processes doing the same per-rank work
-    def data_parallel(name, sub, args, sizes, steps):
+    def data_parallel(name):
+        _, _, sizes, steps = D.dp_cases[name]
+
         def dp():
-            j = run_json(mpirun + ["-np", "2", B, sub, "--mpi", "1"] + args(dict(sizes, steps=steps)))[0]
+            j = run_json(D.dp(name, 2))[0]
             j["rate"] = 2 * sizes["batch"] / med(j["times"])
             return j
 
         def indep():
-            cmd = [B, sub] + args(dict(sizes, steps=steps))
-            ps = [subprocess.Popen(cmd, cwd=ROOT, env=ENV1, stdout=subprocess.PIPE, text=True) for _ in range(2)]
-            outs = [json.loads([l for l in p.communicate()[0].splitlines() if l.startswith("{")][0]) for p in ps]
-            return dict(rate=sum(sizes["batch"] / med(o["times"]) for o in outs))
+            return dict(rate=sum(sizes["batch"] / med(o["times"]) for o in run_concurrently(D.dp(name, 1))))
 
         va, vb, ra, rb = alternate(dp, indep, rounds, lambda j: j["rate"], lambda j: j["rate"])
         red = med([med(r["reduce_times"]) for r in ra])
@@ -494,27 +591,21 @@ def main():
                   sizes, 1, "%d alternations × %d steps" % (rounds, steps), spread(va), spread(vb),
                   extra=dict(reduce_s=red, reduce_share=red / med([med(r["times"]) for r in ra]))))
 
-    SQ = dict(dim=100, hidden=512, depth=2, batch=256 if not Q else 64, probes=5)
-    guarded("dp_stage1", lambda: data_parallel("dp_stage1_2ranks", "sure", kv, SQ, 4 if Q else 10))
-    # the quickstart's T5 inverter, 32 rows a rank
-    SQ2 = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, d_ff=512, layers=2, heads=4, label_len=32,
-               batch=32 if not Q else 8)
-    guarded("dp_stage2", lambda: data_parallel("dp_stage2_2ranks", "t5-step", cpp2, SQ2, 3 if Q else 8))
+    guarded("dp_stage1", lambda: data_parallel("dp_stage1_2ranks"))
+    guarded("dp_stage2", lambda: data_parallel("dp_stage2_2ranks"))  # the quickstart's T5 inverter, 32 rows a rank
 
     # 6. cache build vs embedder only (same rows); 7. peak RSS of the cache build at 1× and 4× rows
     def e6():
-        rows = 2000 if Q else 20000
+        rows = D.cache_rows
         corpus = os.path.join(tmp, "cache_corpus.jsonl")
         make_texts(rows * 4, corpus, os.path.join(tmp, "cache_lengths.txt"))
         # three processes at 1× rows (the ratio's process-to-process spread is larger than the best-of-5 within one
         # process: 0.935–0.987 on one machine), the median process reported; one at 4× rows for the RSS
         glove = glove_dir_for(corpus, tmp)
-        ones = [run_json([CT, corpus, "--rows", str(rows), "--reps", "2" if Q else "5", "--out", "", "--json", "1"] +
-                         glove)[0] for _ in range(rounds)]
+        ones = [run_json(D.cache(corpus, rows, glove))[0] for _ in range(rounds)]
         ratios = [o["embed_s"] / o["cache_s"] for o in ones]
         j = sorted(ones, key=lambda o: o["embed_s"] / o["cache_s"])[len(ones) // 2]
-        res = {1: j, 4: run_json([CT, corpus, "--rows", str(rows * 4), "--reps", "2" if Q else "5", "--out", "",
-                                  "--json", "1"] + glove)[0]}
+        res = {1: j, 4: run_json(D.cache(corpus, rows * 4, glove))[0]}
         add(entry("cache_build", j["rows"] / j["cache_s"], j["rows"] / j["embed_s"], j["embed_s"] / j["cache_s"], 0.95,
                   "rows/s (reference: embedder only on the same rows)", dict(rows=j["rows"], dtype="float16",
                                                                             embedder="glove-100d"),
@@ -542,18 +633,16 @@ def main():
     # value texts/s, reference queries/s, ratio the share of the time outside the black box. Then the batched
     # candidate embedding: embed_chunk 256 against one text a black-box call.
     def e10():
-        n_c, n_z = ("8", "2") if Q else ("32", "4")
-        for nm, args in (("eval_correct_beam3_10rounds", ["correct", "--texts", n_c, "--beam", "3", "--rounds", "10"]),
-                         ("eval_zsinvert", ["zsinvert", "--texts", n_z, "--beam", "5", "--top-k", "50", "--steps", "20"])):
-            j = run_json([EL] + args + ["--reps", "1" if Q else "2"])[0]
+        n_c = D.n_correct
+        for nm, kind in (("eval_correct_beam3_10rounds", "correct"), ("eval_zsinvert", "zsinvert")):
+            j = run_json(D.eval_loop(kind))[0]
             t, q = med(j["times"]), med(j["query_s"])
             add(entry(nm, j["texts"] / t, j["queries"] / t, (t - q) / t, "report",
                       "texts/s (reference column: black-box queries/s; ratio: share of the time outside the black box)",
                       {k: j[k] for k in ("texts", "beam", "vocab", "embed_chunk") if k in j}, 1,
                       "%d repetitions after a warm-up" % len(j["times"]), spread(j["times"]),
                       extra=dict(queries_per_text=j["queries"] / j["texts"], seconds=t, query_s=q)))
-        one = lambda chunk: run_json([EL, "correct", "--texts", n_c, "--beam", "3", "--rounds", "3", "--embed-chunk",
-                                      chunk, "--reps", "1"])[0]
+        one = lambda chunk: run_json(D.eval_loop("chunk", chunk))[0]
         va, vb, ra, rb = alternate(lambda: one("256"), lambda: one("1"), rounds)
         add(entry("eval_correct_batched_embedding", med(va), med(vb), med(vb) / med(va), "report",
                   "s per correction, embed_chunk 256 (reference: 1 text a black-box call; ratio = speed-up)",
@@ -563,12 +652,9 @@ def main():
 
     # 11. the fused AdamW step (issue 35 item 3) against libtorch's AdamW over the replicate-size inverter's
     # parameters (configs/replicate-cpu.yaml), the two alternating step by step in one process
-    AF = os.path.join(os.path.dirname(B), "bench_adamw_fused")
-
     def e11():
-        SA = dict(dim=100, repeat=16, vocab=8000, d_model=128, d_kv=32, heads=4, d_ff=512, layers=2)
-        n = 5 if Q else 20
-        runs = [run_json([AF] + cpp2(dict(SA, steps=n)))[0] for _ in range(rounds)]
+        SA, n = D.SA, D.adamw_steps
+        runs = [run_json(D.adamw())[0] for _ in range(rounds)]
         va, vb = [med(r["times"]) for r in runs], [med(r["ref_times"]) for r in runs]
         add(entry("adamw_fused", med(va), med(vb), med(vb) / med(va), 2.0,
                   "s/step (reference: libtorch's AdamW::step, same parameters and gradients, alternating in one "
@@ -580,10 +666,9 @@ def main():
     # `daei eval` splits them, against 1 rank (bench_eval_loops correct --mpi 1: random weights at the replicate-cpu
     # sizes). Not the pipeline's whole eval step: that needs a trained run, which the bench does not have.
     def e12():
-        n_c, gb, rd = ("8", "12", "2") if Q else ("42", "64", "3")  # two blocks of gen_batch / beam texts
-        args = ["correct", "--texts", n_c, "--beam", "3", "--rounds", rd, "--gen-batch", gb, "--reps", "1" if Q else "2"]
-        va, vb, ra, rb = alternate(lambda: run_json(mpirun + ["-np", "2", EL] + args + ["--mpi", "1"])[0],
-                                   lambda: run_json([EL] + args)[0], rounds)
+        n_c, gb, rd = D.np2
+        va, vb, ra, rb = alternate(lambda: run_json(D.eval_loop("np2"))[0], lambda: run_json(D.eval_loop("np1"))[0],
+                                   rounds)
         assert ra[0]["queries"] == rb[0]["queries"], "2 ranks asked other queries than 1"
         add(entry("eval_np2", med(va), med(vb), med(vb) / med(va), 1.7,
                   "s per correction at 2 ranks (reference: the same at 1 rank; ratio = speed-up)",
