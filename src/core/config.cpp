@@ -216,6 +216,33 @@ static const char kDefaultsYaml[] =
 
 Config Config::defaults() { return Config(YAML::Load(kDefaultsYaml)); }
 
+// Node::reset rebinds a handle; Node::operator= would instead redirect the tree the handle held (set_ref), changing
+// every other handle into it.
+Config::Config(const Config& other) : root_(YAML::Clone(other.root_)), origin_(other.origin_) {}
+
+Config& Config::operator=(const Config& other) {
+  if (this != &other) {
+    root_.reset(YAML::Clone(other.root_));
+    origin_ = other.origin_;
+  }
+  return *this;
+}
+
+Config::Config(Config&& other) noexcept : root_(other.root_), origin_(std::move(other.origin_)) {
+  other.root_.reset(YAML::Node());
+  other.origin_.clear();
+}
+
+Config& Config::operator=(Config&& other) noexcept {
+  if (this != &other) {
+    root_.reset(other.root_);
+    origin_ = std::move(other.origin_);
+    other.root_.reset(YAML::Node());
+    other.origin_.clear();
+  }
+  return *this;
+}
+
 Config Config::load(const std::string& file, const std::vector<std::string>& sets) {
   Config c = defaults();
   if (!file.empty()) c.merge_file(file);

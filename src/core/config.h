@@ -36,6 +36,14 @@ class Config {
   // Every key against its rule: throws UsageError naming the key, its value, the rule and where the value came from.
   void validate() const;
   explicit Config(YAML::Node root) : root_(std::move(root)) {}
+  // A Config is a value: a copy holds a tree of its own (YAML::Clone), so `Config b = a; b.set(...)` leaves `a` as it
+  // was (yaml-cpp's Node copies share one tree, and its operator= writes through into the tree it held). A move
+  // takes the tree without copying it and leaves the source empty.
+  Config(const Config& other);
+  Config& operator=(const Config& other);
+  Config(Config&& other) noexcept;
+  Config& operator=(Config&& other) noexcept;
+  ~Config() = default;
 
   void merge_file(const std::string& path);
   void merge_yaml(const YAML::Node& overlay, const std::string& source);

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Every command README.md gives runs as written, and every config key it names exists.
 # Commands: each line of README.md's ```bash blocks, each command in backticks in its prose (`launch/...`,
-# `bench/...`, `build/daei ...`, `daei SUBCOMMAND ...`), and each command line of every launch/ and bench/ script's
-# usage comment (its leading comment block, or a Python script's docstring). For each, the file it names exists, is
-# executable when the line runs it directly (not through `bash X`, `python3 X`, `sbatch X`), and answers --help with
-# exit 0 and nothing written to the checkout; a daei subcommand answers `daei SUBCOMMAND --help`, a configs/ file
-# named exists. Every script under launch/ and bench/ with a #! line counts as run directly (executable, on disk
-# and in git's index, and answers --help); every shell script has a #! line.
+# `bench/...`, `studies/...`, `build/daei ...`, `daei SUBCOMMAND ...`), and each command line of every launch/, bench/,
+# studies/ and tests/repeat/ script's usage comment (its leading comment block, or a Python script's docstring). For
+# each, the file it names exists, is executable when the line runs it directly (not through `bash X`, `python3 X`,
+# `sbatch X`), and answers --help with exit 0 and nothing written to the checkout; a daei subcommand answers
+# `daei SUBCOMMAND --help`, a configs/ file named exists. Every script under those folders with a #! line counts as
+# run directly (executable, on disk and in git's index, and answers --help); every shell script has a #! line.
 # Keys: every config key README.md writes in backticks (`eval.num_beams`, `stage3.select_by: heldout_bleu`,
 # `train.precision=bf16`, `eval.*`, `stageK.eval_every` with K standing for any stage) and every `--set key=value` of a
 # command above exists in the defaults `daei --dump-config` prints; a value given with it is accepted by
@@ -32,7 +32,7 @@ HEAVY=(
   launch/test.sh             # setup.sh, a build, the whole ctest suite (this test included)
   launch/build.sh            # cmake configure and build
   launch/emulate_cluster.sh  # root: network namespaces, a bridge, munged, slurmctld, slurmd
-  launch/bad_disk_loop.sh    # root: mounts a tmpfs; 50 MPI runs
+  tests/repeat/bad_disk_loop.sh  # root: mounts a tmpfs; 50 MPI runs
   launch/gpu_check.sh        # a CUDA device and a build of its own (its --cpu-only part: e2e_gpu_check_cpu)
 )
 # Scripts that pass their arguments on to another, which reads --help (argparse there).
@@ -68,7 +68,7 @@ import os, re, sys
 
 src = sys.argv[1]
 os.chdir(src)
-FILE = re.compile(r"^(?:(?:launch|bench)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(?:sh|py|sbatch)|build/daei)$")
+FILE = re.compile(r"^(?:(?:launch|bench|studies|tests/repeat)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(?:sh|py|sbatch)|build/daei)$")
 INTERP = {"bash", "sh", "python3", "python", "/usr/bin/python3", "sbatch"}
 LAUNCHER = {"mpirun", "srun"}
 ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -175,8 +175,8 @@ def usage_lines(path):
     return out
 
 
-scripts = sorted(p for d in ("launch", "bench") for r, _, fs in os.walk(d) for p in (os.path.join(r, f) for f in fs)
-                 if p.endswith((".sh", ".py", ".sbatch")))
+scripts = sorted(p for d in ("launch", "bench", "studies", "tests/repeat") for r, _, fs in os.walk(d)
+                 for p in (os.path.join(r, f) for f in fs) if p.endswith((".sh", ".py", ".sbatch")))
 for path in scripts:
     for n, t in usage_lines(path):
         where = f"{path}:{n}"
@@ -199,7 +199,7 @@ PY
 [[ -s $T/plan.tsv ]] || { echo "FAIL: no plan (the README or usage parser failed)"; exit 1; }
 
 # (1) Every shell script has a #! line (that every script with one is executable is a RUN line of the plan).
-for f in launch/*.sh launch/slurm/*.sbatch bench/*.sh; do
+for f in launch/*.sh launch/slurm/*.sbatch bench/*.sh studies/*/*.sh tests/repeat/*.sh; do
   if [[ $(sed -n 1p "$f") == '#!'* ]]; then pass; else fail "$f: a shell script without a #! line"; fi
 done
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every launch script (launch/*.sh, launch/slurm/*) and the launch tests pass shellcheck at its default severity
-# (style notes included); the other end-to-end scripts are held to errors only.
+# Every launch and study script (launch/*.sh, launch/slurm/*, studies/*/*.sh, tests/repeat/*.sh) and the launch tests
+# pass shellcheck at its default severity (style notes included); the other end-to-end scripts are held to errors only.
 set -euo pipefail
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$SRC"
@@ -9,7 +9,7 @@ if ! command -v shellcheck >/dev/null; then
   if [[ ${CI:-} == true ]]; then echo "FAIL: $msg"; exit 1; fi
   echo "SKIP: $msg"; exit 0
 fi
-strict=(launch/*.sh launch/slurm/*)
+strict=(launch/*.sh launch/slurm/* studies/*/*.sh tests/repeat/*.sh)
 for t in shellcheck slurm_preempt mpirun_preempt dead_rank; do
   [[ -f tests/e2e/$t.sh ]] && strict+=("tests/e2e/$t.sh")
 done
@@ -25,7 +25,8 @@ if ((${#others[@]})); then shellcheck -S error "${others[@]}" || rc=1; fi
 # write with SIGPIPE; the pipeline then fails (141) although it found what it wanted, which is how the quickstart
 # exited 141 after a complete run. Readers in pipelines must read to the end (sed -n 1p, grep >/dev/null).
 early=$(grep -nE '\|[[:space:]]*(head([[:space:]]|$)|grep[[:space:]]+-[[:alnum:]]*[qm]|awk[^|]*[;{[:space:]]exit)' \
-  launch/*.sh launch/slurm/* tests/e2e/*.sh tests/support/*.sh bench/*.sh .ci/run 2>/dev/null || true)
+  launch/*.sh launch/slurm/* studies/*/*.sh tests/repeat/*.sh tests/e2e/*.sh tests/support/*.sh bench/*.sh .ci/run \
+  2>/dev/null || true)
 if [[ -n $early ]]; then echo "$early"; echo "FAIL: a pipeline reader above stops early (SIGPIPE under pipefail)"; rc=1; fi
 ((rc == 0)) || { echo "FAIL: shellcheck findings above"; exit 1; }
 echo "shellcheck: OK (${strict[*]})"

@@ -1,6 +1,6 @@
 // DAEI_TEST_SEED=k (default 0) moves every seed of the tests that train a model (issue 32): a claim that holds for
 // one seed only is fragile in the same way as one that holds on one CPU only. CI runs k = 0;
-// `launch/test_seeds.sh 1 2 3` runs the training tests under other seeds.
+// `tests/repeat/test_seeds.sh 1 2 3` runs the training tests under other seeds.
 #pragma once
 #include <cstdint>
 #include <cstdlib>

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -151,4 +152,53 @@ TEST(Config, SigmaSweepExtendsQuickstart) {
   const auto s = Config::load(DAEI_FIXTURES "/../../configs/sigma-sweep.yaml", {});
   for (const auto& k : Config::diff(q, s)) EXPECT_EQ(k.rfind("eval.", 0), 0u) << k << " differs";
   EXPECT_TRUE(s.flag("eval.sweep"));
+}
+
+// A Config is a value (issue 68). yaml-cpp's Node copies share one tree, and its operator= redirects the tree the
+// assigned handle held: before, `Config b = a; b.set(...)` set the key on `a` too, and `b = a` made every config
+// that shared b's tree read a's values.
+TEST(Config, CopyIsAValue) {
+  const Config a = Config::load("", {"run.name=original"});
+  const int64_t probes = a.integer("stage1.sure.probes");
+  Config b = a;
+  b.set("run.name=copy", "test");
+  b.set("stage1.sure.probes=" + std::to_string(probes + 1), "test");  // a nested key
+  EXPECT_EQ(b.str("run.name"), "copy");
+  EXPECT_EQ(b.integer("stage1.sure.probes"), probes + 1);
+  EXPECT_EQ(a.str("run.name"), "original");
+  EXPECT_EQ(a.integer("stage1.sure.probes"), probes);
+  EXPECT_TRUE(Config::diff(a, Config::load("", {"run.name=original"})).empty());
+  // The copy's out-of-range value and its origin stay the copy's.
+  b.set("stage1.sure.probes=0", "the copy's --set");
+  EXPECT_THROW(b.validate(), daei::UsageError);
+  EXPECT_NO_THROW(a.validate());
+}
+
+TEST(Config, CopyAssignmentIsAValue) {
+  Config a = Config::load("", {"run.seed=5"});
+  const Config defaults = Config::defaults();
+  Config c = Config::defaults();
+  Config b = c;
+  b = a;
+  EXPECT_EQ(b.integer("run.seed"), 5);
+  EXPECT_EQ(c.integer("run.seed"), defaults.integer("run.seed"));  // c is not redirected to a's tree
+  b.set("run.seed=6", "test");
+  b.set("stage1.sigma.max_factor=3.5", "test");  // a nested key
+  EXPECT_EQ(a.integer("run.seed"), 5);
+  EXPECT_DOUBLE_EQ(a.real("stage1.sigma.max_factor"), defaults.real("stage1.sigma.max_factor"));
+  EXPECT_DOUBLE_EQ(b.real("stage1.sigma.max_factor"), 3.5);
+  a.set("run.seed=7", "test");  // and the original's later changes stay out of the copy
+  EXPECT_EQ(b.integer("run.seed"), 6);
+  EXPECT_EQ(c.integer("run.seed"), defaults.integer("run.seed"));
+}
+
+TEST(Config, MoveTakesTheTree) {
+  Config a = Config::load("", {"run.name=moved"});
+  Config b = std::move(a);
+  EXPECT_EQ(b.str("run.name"), "moved");
+  Config c = Config::defaults();
+  c = std::move(b);
+  EXPECT_EQ(c.str("run.name"), "moved");
+  c.set("run.name=after", "test");
+  EXPECT_EQ(c.str("run.name"), "after");
 }
