@@ -17,6 +17,7 @@
 #include "eval/reference.h"
 #include "model/release/release.h"
 #include "stages/loop/data_source.h"
+#include "stages/recipes/bow.h"
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/stage2.h"
 #include "stages/recipes/stage3.h"
@@ -226,6 +227,27 @@ int train_embedder(Context& ctx, const TrainCommand& cmd, const std::string& sta
   return s.run();
 }
 
+// The bag-of-words inverters (stages/recipes/bow.h): y, DAE₁(y) or (reference) clean inputs; k is chosen on val rows
+// prepared the same way, so val's cache must exist.
+int train_bow(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, const std::string& tag) {
+  const RunLayout layout(ctx.run_dir);
+  auto val = heldout_split(ctx);
+  DAEI_CHECK(val, "train --stage {} chooses its k on the val split: {} is missing", tag, layout.cache("val"));
+  InverterTrainData data, held;
+  if (tag == "bow-clean") {
+    data = clean_train_data(ctx.config, ctx.run_dir);
+    held = clean_split_data(ctx.config, ctx.run_dir, "val");
+  } else if (tag == "bow-dae") {
+    data = denoised_data(noisy_split(ctx, "train"), layout.final_dae("stage1"));
+    held = denoised_data(val, layout.final_dae("stage1"));
+  } else {
+    data = noisy_data(noisy_split(ctx, "train"));
+    held = noisy_data(val);
+  }
+  BowStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), std::move(held), cmd.resume, cmd.force);
+  return s.run();
+}
+
 using TrainFunction = std::function<int(Context&, const TrainCommand&, const std::string&)>;
 
 // The train function of each stage of the catalogue (src/stages/recipes/catalogue.h: names, folders, budgets, inputs).
@@ -245,6 +267,9 @@ TrainFunction train_function(const StageSpec& s) {
       {"lm", train_lm},
       {"pretrain", train_pretrain},
       {"embedder", train_embedder},
+      {"bow-noisy", [](Context& c, const TrainCommand& t, const std::string& d) { return train_bow(c, t, d, "bow-noisy"); }},
+      {"bow-dae", [](Context& c, const TrainCommand& t, const std::string& d) { return train_bow(c, t, d, "bow-dae"); }},
+      {"bow-clean", [](Context& c, const TrainCommand& t, const std::string& d) { return train_bow(c, t, d, "bow-clean"); }},
   };
   const auto it = f.find(s.name);
   DAEI_CHECK(it != f.end(), "stage {} is in the stage catalogue but has no train function in src/cli/cmd_train.cpp",
@@ -321,7 +346,7 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
     DAEI_CHECK(layout.cache_complete(c->hyp_split),
                "train --stage {} needs {} (run `daei hypotheses --for {}`)", cmd.stage, layout.cache(c->hyp_split),
                c->stage);
-  if (cmd.stage == "clean-inverter") require_clean_train_reference(ctx.config, ctx.run_dir);
+  if (cmd.stage == "clean-inverter" || cmd.stage == "bow-clean") require_clean_train_reference(ctx.config, ctx.run_dir);
   if (e.fresh_inverter) init_from_folder(ctx.config);  // its shape is checked once the tokenizer is known (stage2.h)
   require_pretrained_start(ctx, cmd.stage);
 }
@@ -366,7 +391,8 @@ DAEI_SUBCOMMAND(train_spec(
     "stage2-continued: stage 2 trained on for stage 3's steps, the control for its extra steps; dae-continued-corrector: "
     "its corrector (the dae-corrected-continued row, dae-corrected at daei's inverter steps); lm: the generator of "
     "zsinvert, trained on texts only; embedder: a contextual sentence embedder (pretrain's T5 encoder, SimCSE on the training texts), "
-    "exported as a sentence-transformers directory); --resume continues from the newest checkpoint",
+    "exported as a sentence-transformers directory); bow-noisy, bow-dae, bow-clean: bag-of-words inverters (an MLP to the "
+    "training texts' content words) on y, DAE(y) and clean embeddings (reference); --resume continues from the newest checkpoint",
     add_flags));
 
 DAEI_SUBCOMMAND(train_spec("pretrain",

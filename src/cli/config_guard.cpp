@@ -113,6 +113,7 @@ const std::vector<Rule>& rules() {
       {"stage3.eval_every", {}},
       {"stage4.eval_every", {}},
       {"lm.eval_every", {}},
+      {"bow.eval_every", {}},
       {"pretrain.eval_every", {}},
       {"embedder_train.eval_every", {}},
       {"embedder_train.report_texts", {}},   // the final report's texts and σs: measured, not trained on
@@ -171,6 +172,8 @@ const std::vector<Rule>& rules() {
       {"stage4.continued_corrector", {}},  // whether that corrector runs, not what any saved work computed
       {"stage4.", budget_of("stage4")},  // every corrector shares stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
+      {"bow.enabled", {}},       // whether the bag-of-words rows run, not what any saved work computed
+      {"bow.", budget_of("bow")},  // the bag-of-words inverters share one budget (k_max, k_rows: their final k)
       {"embedder_train.", {"embedder"}},  // the contextual embedder (a GTR stand-in)
       // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).
       {"pretrain.", stage_folders([](const StageSpec& s) { return s.pretrain_fed; })},

@@ -245,7 +245,7 @@ struct ResultsReport {
   }
 
   // Every text's recovery and scores, a line each: what a reader checks a row against, and what pools seeds or
-  // bootstraps a ratio of two rows (launch/contextual_replicate_summary.py).
+  // bootstraps a ratio of two rows (studies/contextual_replicate/summary.py).
   void add_recoveries(const EvalSplit& split, const std::vector<std::string>& refs, const Scores& scores) {
     for (size_t i = 0; i < split.texts.size(); ++i) {
       json line{{"split", split.name}, {"i", static_cast<int64_t>(i)}, {"truth", refs[i]}, {"systems", json::object()}};

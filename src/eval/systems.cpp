@@ -27,6 +27,7 @@
 #include "stages/recipes/lm.h"
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/catalogue.h"
+#include "model/attack/bow.h"
 #include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage4.h"
 
@@ -44,7 +45,7 @@ std::shared_ptr<InverterImpl> load_inverter_if(const RunLayout& layout, const st
   return InverterImpl::load(layout.final_inverter(stage));
 }
 bool decodes_with_inverter(const EvalRowSpec& row) {
-  return row.reads != RowReads::corrected && row.reads != RowReads::zsinvert;
+  return row.reads != RowReads::corrected && row.reads != RowReads::zsinvert && !row.bow;
 }
 std::shared_ptr<Dae> load_dae_if(const RunLayout& layout, const std::string& stage) {
   if (!layout.stage_complete(stage)) return nullptr;
@@ -139,9 +140,12 @@ void load_models(const Config& cfg, const RunLayout& layout, EvalContext& c) {
   c.max_length_eval = InverterOptions::from_config(cfg).max_length_eval;
   c.batch_size = cfg.integer("eval.batch_size");
   c.decoding = eval_decoding(cfg);
-  for (const auto& row : eval_rows())
+  for (const auto& row : eval_rows()) {
     if (decodes_with_inverter(row) && !row.stage.empty() && !c.inverters.count(row.stage))
       if (auto inv = load_inverter_if(layout, row.stage)) c.inverters[row.stage] = inv;
+    if (row.bow && layout.stage_complete(row.stage))
+      c.bows[row.stage] = load_bow_inverter(layout.stage_final(row.stage) + "/bow").ptr();
+  }
   if (auto w = c.inverter("wiener-inverter"))
     c.wiener = std::make_shared<const LinearEstimator>(LinearEstimator::load(layout.wiener_filter(), w->cfg.dim));
   c.dae1 = load_dae_if(layout, "stage1");
@@ -337,6 +341,21 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
     }
     if (row.reads == RowReads::zsinvert) {
       if (auto it = ctx.zsinvert.find(row.system); it != ctx.zsinvert.end()) s.push_back({row.system, false, it->second});
+      continue;
+    }
+    if (row.bow) {  // its k words, most probable first; nothing to decode
+      auto it = ctx.bows.find(row.stage);
+      const std::shared_ptr<Dae> dae = row.reads == RowReads::dae_stage1 ? ctx.dae1 : nullptr;
+      if (it == ctx.bows.end() || (row.reads == RowReads::dae_stage1 && !dae)) continue;
+      s.push_back({row.system, row.reference, [c, row, bow = it->second, dae](const EvalSplit& sp) {
+                     const at::Tensor e = row_input(*c, row, InverterRow{nullptr, dae}, sp);
+                     std::vector<std::string> t;
+                     for (int64_t i = 0; i < e.size(0); i += 512) {
+                       auto part = bow->recover(e.slice(0, i, std::min<int64_t>(e.size(0), i + 512)));
+                       t.insert(t.end(), part.begin(), part.end());
+                     }
+                     return texts_run(std::move(t));
+                   }});
       continue;
     }
     const InverterRow r = inverter_row(ctx, row);

@@ -19,6 +19,7 @@ class Communicator;
 class Config;
 class Embedder;
 class CorrectorImpl;
+class BowInverterImpl;
 class Release;
 
 // The σ the attack calls its DAE at, one rule for the systems, the DAE table, `eval --split FILE` and the sweep: the
@@ -57,6 +58,8 @@ struct EvalContext {
   // folder: clean-inverter, noisy-inverter, wiener-inverter, stage2, stage2-continued, stage3.
   std::map<std::string, std::shared_ptr<InverterImpl>> inverters;
   std::shared_ptr<InverterImpl> inverter(const std::string& folder) const;  // null when not trained
+  // The bag-of-words inverters (bow-noisy, bow-dae, bow-clean), by stage folder, when trained.
+  std::map<std::string, std::shared_ptr<BowInverterImpl>> bows;
   std::shared_ptr<const LinearEstimator> wiener;  // wiener-inverter's filter, fitted on noisy training rows
   std::shared_ptr<InverterImpl> imported_inv;  // eval.imported's inverter (a `daei import vec2text` folder; issue 49)
   // The corrected systems, by row name (daei, dae-corrected, noisy-vec2text; imported-vec2text: eval.imported's).

@@ -21,7 +21,8 @@ done
 
 # shellcheck source=tests/support/toy_config.sh
 source "$SRC/tests/support/toy_config.sh"
-write_toy_config "$T"
+# The bag-of-words rows too (issue 65): bow-noisy, bow-dae and the bow-clean reference.
+write_toy_config "$T" "bow: {enabled: true, steps: 6, batch_size: 16, hidden: 32, warmup_steps: 1, eval_every: 3, k_max: 4, k_rows: 20}"
 
 "${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run1.log" 2>&1 || { tail -50 "$T/run1.log"; fail "pipeline"; }
 R=$T/toy
@@ -32,7 +33,8 @@ for f in eval/results.json eval/results.md eval/samples.md eval/sigma_sweep.json
          cache/hyp-train-dae/manifest.json cache/hyp-train-noisy/manifest.json cache/hyp-val/manifest.json \
          clean-corrector/final/corrector/config.json cache/hyp-train-clean/manifest.json cache/hyp-val-clean/manifest.json \
          eval/per_round.json eval/per_round.md eval/per_round.png \
-         wiener-inverter/wiener.safetensors wiener-inverter/final/inverter/config.json; do
+         wiener-inverter/wiener.safetensors wiener-inverter/final/inverter/config.json \
+         bow-noisy/final/bow/bow.json bow-dae/final/bow/k_choice.json bow-clean/final/bow/model.safetensors; do
   [[ -s $R/$f ]] || { tail -30 "$T/run1.log"; fail "missing $f"; }
 done
 /usr/bin/python3 - "$R/eval/results.json" "$R/eval/sigma_sweep.json" <<'PY'
@@ -43,8 +45,17 @@ t = r["splits"]["test"]
 assert t["n"] == 24, t["n"]
 want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
         "dae-only-continued", "clean-to-clean-corrected", "clean-to-noisy-corrected",
-        "joint-no-corrector", "daei", "daei-clean-hyp", "wiener-inverter", "floor-constant", "floor-retrieval"}
+        "joint-no-corrector", "daei", "daei-clean-hyp", "wiener-inverter", "floor-constant", "floor-retrieval",
+        "bow-noisy", "bow-dae", "bow-clean"}
 assert set(t["systems"]) == want, sorted(t["systems"])
+# A bag-of-words row answers with k words of its vocabulary (k chosen on val, at most bow.k_max), a reference only on
+# clean inputs.
+assert t["systems"]["bow-clean"]["reference"] and not t["systems"]["bow-noisy"]["reference"]
+for name in ("bow-noisy", "bow-dae", "bow-clean"):
+    k = json.load(open(sys.argv[1].replace("eval/results.json", name + "/final/bow/k_choice.json")))["k"]
+    assert 1 <= k <= 4 and t["systems"][name]["queries_per_text"] == 0, (name, k)
+    rec = [json.loads(l)["systems"][name]["text"] for l in open(sys.argv[1].replace("results.json", "recoveries.jsonl"))]
+    assert len(rec) == 24 and all(len(x.split()) == k for x in rec), (name, k, rec[:3])
 # Issue 46: the floors. One string for every text (distinct 1/n, its 3-gram a template wherever a truth lacks it);
 # retrieval's index is the train cache (counted once); every other row paired against both floors.
 fc, fr = t["systems"]["floor-constant"], t["systems"]["floor-retrieval"]

@@ -46,7 +46,8 @@ std::string guard_table() {
 // deriving the lists from the catalogue changes no key's saved work. Two lines were corrected by hand since:
 // stage2.noisy_steps and stage2.noisy_lr feed noisy-inverter/ alone (the old rule "stage2.noisy_" matched no key).
 // Issue 49 added two keys: eval.imported (nothing saved) and inverter.init_from (the fresh inverters and what starts
-// from them, InitFromFeedsTheInvertersAndWhatStartsFromThem below).
+// from them, InitFromFeedsTheInvertersAndWhatStartsFromThem below). Issue 65 added the bag-of-words stages (bow-noisy,
+// bow-dae, bow-clean: the bow.* keys, and every key that feeds all seeded stages) and nothing else.
 TEST(Catalogue, TheGuardFeedsWhatItFedBefore) {
   const std::string table = guard_table();
   if (const char* out = std::getenv("DAEI_WRITE_GUARD_TABLE")) {
@@ -71,7 +72,8 @@ TEST(Catalogue, OneEntryAStageInThePipelinesOrder) {
     EXPECT_FALSE(s.budget.empty()) << s.name;
   }
   const std::vector<std::string> want{"1", "pretrain", "2", "noisy-inverter", "wiener-inverter", "clean-inverter",
-                                      "3", "stage2-continued", "4", "dae-corrector", "noisy-corrector",
+                                      "3", "stage2-continued", "bow-noisy", "bow-dae", "bow-clean", "4",
+                                      "dae-corrector", "noisy-corrector",
                                       "dae-continued-corrector", "clean-corrector", "lm", "embedder"};
   EXPECT_EQ(names, want);
   for (const auto& c : corrector_chains()) {
@@ -104,8 +106,12 @@ TEST(Catalogue, ThePipelineRunsAStageWhereItsFlagsAskForIt) {
   EXPECT_EQ(base, (std::vector<std::string>{"1", "2", "noisy-inverter", "3", "4", "dae-corrector", "noisy-corrector"}));
   const auto all = planned({"reference.enabled=true", "reference.corrector=true", "stage2.wiener_inverter=true",
                             "stage3.control=true", "stage4.continued_corrector=true", "pretrain.enabled=true",
-                            "zsinvert.enabled=true"});
+                            "zsinvert.enabled=true", "bow.enabled=true"});
   EXPECT_EQ(all.size(), stage_catalogue().size() - 1);  // every stage but the defender's embedder
+  // The reference bag-of-words row needs both its flags.
+  const auto bow = planned({"bow.enabled=true", "reference.enabled=false"});
+  EXPECT_NE(std::find(bow.begin(), bow.end(), "bow-dae"), bow.end());
+  EXPECT_EQ(std::find(bow.begin(), bow.end(), "bow-clean"), bow.end());
   EXPECT_EQ(std::find(all.begin(), all.end(), "embedder"), all.end());
   // Each chain's own condition: the clean corrector needs both reference flags, the continued one both control flags.
   const auto half = planned({"reference.enabled=true", "reference.corrector=false", "stage3.control=true",
@@ -167,7 +173,12 @@ TEST(Catalogue, EveryEvalRowNamesATrainedStageAndFollowsItsRoundZero) {
                       "clean-to-clean", "clean-to-clean-corrected", "clean-to-noisy", "clean-to-noisy-corrected",
                       "imported-inverter", "imported-vec2text", "noisy-inverter", "noisy-vec2text", "wiener-inverter",
                       "dae-only", "dae-corrected", "dae-only-continued", "dae-corrected-continued",
-                      "joint-no-corrector", "daei", "daei-clean-hyp", "zsinvert", "zsinvert-dae"}));
+                      "joint-no-corrector", "daei", "daei-clean-hyp", "zsinvert", "zsinvert-dae", "bow-clean",
+                      "bow-noisy", "bow-dae"}));
+  EXPECT_EQ(eval_rows_of("bow-dae"), std::vector<std::string>{"bow-dae"});
+  for (const auto& r : eval_rows()) EXPECT_EQ(r.bow, r.stage.rfind("bow-", 0) == 0) << r.system;
+  EXPECT_FALSE(find_stage("bow-noisy")->t5);  // an MLP: the inverter.* and pretrain.* keys do not feed it
+  EXPECT_EQ(find_stage("bow-dae")->needs, std::vector<std::string>{"stage1"});
   EXPECT_EQ(eval_rows_of("stage3"), std::vector<std::string>{"joint-no-corrector"});
   EXPECT_EQ(eval_rows_of("clean-inverter"), (std::vector<std::string>{"clean-to-clean", "clean-to-noisy"}));
   EXPECT_EQ(eval_rows_of("stage4"), (std::vector<std::string>{"daei", "daei-clean-hyp"}));

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <torch/version.h>
 
 #include "core/error.h"
 #include "core/fields.h"
@@ -81,10 +83,18 @@ struct BertLayerImpl : torch::nn::Module {
     auto split = [&](const torch::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
     auto& s = attention->self;
     auto q = split(s->query->forward(x)), k = split(s->key->forward(x)), v = split(s->value->forward(x));
+    torch::Tensor ctx;
+#if TORCH_VERSION_MAJOR >= 2
+    // libtorch 2.x's fused attention (Hugging Face's BertSdpaSelfAttention takes it too): one kernel for scores,
+    // mask, softmax and the weighted sum, the same numbers to rounding (tests/unit/test_minilm_parity.cpp).
+    ctx = at::scaled_dot_product_attention(q, k, v, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+                                           is_training() ? cfg.attention_probs_dropout_prob : 0.0, false);
+#else
     auto scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(D));
     if (bias.defined()) scores = scores + bias;
-    auto w = torch::dropout(torch::softmax(scores, -1), cfg.attention_probs_dropout_prob, is_training());
-    auto ctx = torch::matmul(w, v).transpose(1, 2).reshape({B, T, H * D});
+    ctx = torch::matmul(torch::dropout(torch::softmax(scores, -1), cfg.attention_probs_dropout_prob, is_training()), v);
+#endif
+    ctx = ctx.transpose(1, 2).reshape({B, T, H * D});
     auto& ao = attention->output;
     auto a = ao->LayerNorm->forward(
         torch::dropout(ao->dense->forward(ctx), cfg.hidden_dropout_prob, is_training()) + x);

@@ -61,9 +61,15 @@ std::vector<StageSpec> build_catalogue() {
        "stage1/final/dae, stage2/final/inverter", {}},
       {"stage2-continued", "stage2-continued", "stage3", {"stage1", "stage2"}, "control: stage 2 for stage 3's steps",
        "stage1/final/dae, stage2/final/inverter (no gradient into the DAE)", {"stage3.control"}},
+      // The bag-of-words inverters (issue 65): an MLP to the training texts' content words, one budget (bow.*).
+      {"bow-noisy", "bow-noisy", "bow", {}, "bag-of-words inverter on y", "cache/train (noisy)", {"bow.enabled"}},
+      {"bow-dae", "bow-dae", "bow", {"stage1"}, "bag-of-words inverter on DAE(y)",
+       "stage1/final/dae, cache/train (noisy)", {"bow.enabled"}},
+      {"bow-clean", "bow-clean", "bow", {}, "reference bag-of-words inverter on clean embeddings",
+       "cache/train/clean (offline_eval_only; reference.enabled)", {"bow.enabled", "reference.enabled"}},
   };
   for (auto& s : v) {
-    s.t5 = s.folder != "stage1";
+    s.t5 = s.folder != "stage1" && s.budget != "bow";
     s.fresh_inverter = s.name == "2" || s.budget == "stage2";  // stage 2 and the baselines that share its budget
     s.pretrain_fed = s.t5;
     s.seeded = s.folder != "pretrain";
@@ -76,7 +82,7 @@ std::vector<StageSpec> build_catalogue() {
   StageSpec embedder{"embedder", "embedder", "embedder_train", {"pretrain"},
                      "contextual embedder (SimCSE, the defender's model)", "pretrain/final/t5, cache/train (texts only)",
                      {}};
-  embedder.in_pipeline = false;  // launch/contextual_embedder.sh: the defender's model, not a step of the attack
+  embedder.in_pipeline = false;  // studies/contextual_embedder/run.sh: the defender's model, not a step of the attack
   embedder.t5 = embedder.pretrain_fed = true;
   v.push_back(embedder);
   return v;
@@ -122,6 +128,10 @@ const std::vector<EvalRowSpec>& eval_rows() {
       {"daei-clean-hyp", "stage4", R::corrected, "joint-no-corrector", true},
       {"zsinvert", "lm", R::zsinvert, "", false},
       {"zsinvert-dae", "lm", R::zsinvert, "", false},
+      // The bag-of-words inverters: their k most probable content words (bow.h), no function words, no order.
+      {"bow-clean", "bow-clean", R::clean, "", true, true},
+      {"bow-noisy", "bow-noisy", R::noisy, "", false, true},
+      {"bow-dae", "bow-dae", R::dae_stage1, "", false, true},
   };
   return rows;
 }

@@ -60,6 +60,7 @@ struct EvalRowSpec {
   RowReads reads = RowReads::noisy;
   std::string round0;      // a corrected row: the inverter row it corrects
   bool reference = false;
+  bool bow = false;        // its stage's final model is a bag-of-words inverter (final/bow), not a T5
 };
 const std::vector<EvalRowSpec>& eval_rows();
 const EvalRowSpec* find_eval_row(const std::string& system);  // null if none

@@ -1,7 +1,7 @@
-// The tokenisers of the text metrics (metrics.h): NLTK's word tokenizer, sacrebleu's 13a and rouge-score's. They
+// The tokenisers of the text metrics (eval/metrics.h): NLTK's word tokenizer, sacrebleu's 13a and rouge-score's. They
 // apply the reference regular expressions one by one, each as a left-to-right scan over code points with Python's
 // non-overlapping re.sub semantics; the comment above each scan gives the pattern it stands for.
-#include "eval/metrics.h"
+#include "model/text/words.h"
 
 #include "core/utf8.h"
 #include "model/text/unicode_classes.h"
@@ -20,7 +20,7 @@ U32 decode(const std::string& s) { return decode_utf8(s, InvalidUtf8::kReplaceEa
 // ---------------------------------------------------------------------------------------------------------------
 // Python `re` character classes on str.
 
-#include "eval/metrics_tables.inc"
+#include "model/text/metrics_tables.inc"
 
 bool is_word(char32_t c) {  // \w
   if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';

@@ -1,11 +1,12 @@
-// Content words (metrics.h, content_f1): what is left of a text once function words and punctuation are gone.
+// Content words (words.h): what is left of a text once function words and punctuation are gone, and the F1 and
+// recall of content F1 (eval/metrics.h).
 #include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "eval/metrics.h"
+#include "model/text/words.h"
 
 namespace daei::metrics {
 namespace {
@@ -48,6 +49,31 @@ bool has_letter_or_digit(const std::string& token) {
   });
 }
 
+}  // namespace
+
+bool is_stop_word(const std::string& lowercased_token) {
+  const auto& v = sorted_stop_words();
+  return std::binary_search(v.begin(), v.end(), std::string_view(lowercased_token));
+}
+
+std::vector<std::string> content_tokens(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::string t : word_tokenize(s)) {
+    for (char& c : t)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (has_letter_or_digit(t) && !is_stop_word(t)) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<std::string> content_words(const std::string& s) {
+  std::vector<std::string> out = content_tokens(s);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+namespace {
 // F1 of two sorted sets; both empty scores 1, one empty 0.
 double set_f1(const std::vector<std::string>& hyp, const std::vector<std::string>& ref) {
   if (hyp.empty() && ref.empty()) return 1.0;
@@ -58,23 +84,6 @@ double set_f1(const std::vector<std::string>& hyp, const std::vector<std::string
 }
 
 }  // namespace
-
-bool is_stop_word(const std::string& lowercased_token) {
-  const auto& v = sorted_stop_words();
-  return std::binary_search(v.begin(), v.end(), std::string_view(lowercased_token));
-}
-
-std::vector<std::string> content_words(const std::string& s) {
-  std::vector<std::string> out;
-  for (std::string t : word_tokenize(s)) {
-    for (char& c : t)
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (has_letter_or_digit(t) && !is_stop_word(t)) out.push_back(std::move(t));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
 
 double content_f1(const std::string& hyp, const std::string& ref) {
   return set_f1(content_words(hyp), content_words(ref));
@@ -87,5 +96,6 @@ double content_recall(const std::string& hyp, const std::string& ref) {
   std::set_intersection(h.begin(), h.end(), r.begin(), r.end(), std::back_inserter(both));
   return static_cast<double>(both.size()) / static_cast<double>(r.size());
 }
+
 
 }  // namespace daei::metrics

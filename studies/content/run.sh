@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Content words (issue 65): the bag-of-words inverters and the linear probe on a finished quickstart run.
+#   bash studies/content/run.sh [RUN_DIR]     (default runs/quickstart; its caches, tokenizer and stage-1 DAE are reused)
+# Trains, in run directories beside it that link its corpus, caches, tokenizer and stage1/ (so every row sees the same
+# noisy training answers and is scored on the same test texts, beside the same floors):
+#   NAME-bow    bow-noisy, bow-dae, bow-clean (configs/quickstart.yaml's budget of bow.*: configs/defaults/bow.yaml)
+#   NAME-probe  bow-clean and bow-noisy with bow.depth 0: a linear map from the embedding to the words (the probe)
+# then `daei eval` in each (no sweep, no per-round tables, no zsinvert: the other rows are the quickstart's own), and
+# writes results/content.{md,json} with studies/content/summary.py. Wall time of each step in NAME-bow/timing.json.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUN=${1:-runs/quickstart}
+CONFIG=${CONFIG:-configs/quickstart.yaml}
+# One rank a command, two commands at a time: the bag-of-words model is small enough that a second rank's all-reduce
+# of its 10 k-word output layer costs more than it saves (1 rank: 2.4 steps/s; 2 ranks: 1.2).
+NP=${NP:-1}
+[[ -f $RUN/eval/results.json && -f $RUN/stage1/final/dae/dae.json ]] ||
+  { echo "content: $RUN has no finished eval or stage 1 (run launch/quickstart.sh first)" >&2; exit 2; }
+root=$(dirname "$RUN")
+name=$(basename "$RUN")
+ROOT_FLAGS=()
+[[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
+daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np "$NP" build/daei "$@"; }
+timing_file=$root/$name-bow/timing.jsonl
+step() {  # RUN_NAME LABEL ARGS...: one daei command on NP ranks, its wall time appended to timing.jsonl
+  local run=$1 label=$2 t0
+  shift 2
+  t0=$(date +%s%N)
+  daei "$@" --config "$CONFIG" --set run.root="$root" --set run.name="$run" --set bow.enabled=true \
+    --set reference.enabled=true >"$root/$run/$label.log" 2>&1 || { tail -20 "$root/$run/$label.log"; return 1; }
+  echo "{\"step\": \"$run/$label\", \"seconds\": $(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')}" >>"$timing_file"
+}
+for suffix in bow probe; do
+  d=$root/$name-$suffix
+  mkdir -p "$d"
+  for part in corpus cache tokenizer stage1; do
+    [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"
+  done
+done
+rm -f "$timing_file"
+pair() {  # two steps at once (a core each); fails when either fails
+  local a b
+  eval "$1" & a=$!
+  eval "$2" & b=$!
+  wait "$a" && wait "$b"
+}
+probe=(--set bow.depth=0)
+pair 'step "$name-bow" bow-noisy train --stage bow-noisy' 'step "$name-bow" bow-dae train --stage bow-dae'
+pair 'step "$name-bow" bow-clean train --stage bow-clean' \
+  'step "$name-probe" bow-clean train --stage bow-clean "${probe[@]}"'
+no_extras=(--set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
+pair 'step "$name-probe" bow-noisy train --stage bow-noisy "${probe[@]}"' \
+  'step "$name-bow" eval eval "${no_extras[@]}"'
+step "$name-probe" eval eval "${no_extras[@]}" "${probe[@]}"
+/usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" \
+  --out results/content --command "bash studies/content/run.sh $RUN"

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""results/content.{md,json}: what the quickstart's rows and the bag-of-words rows recover of the words of a text.
+
+  python3 studies/content/summary.py RUN RUN-bow RUN-probe [--out results/content] [--command "..."]
+
+RUN is a finished quickstart run; RUN-bow and RUN-probe the bag-of-words and probe runs of studies/content/run.sh,
+which share RUN's caches, so every row is scored on the same test texts beside the same floors. Reads each run's
+eval/results.json and eval/recoveries.jsonl; the paired intervals resample the test texts (1,000 resamples, seed 1).
+"""
+import argparse, json, os, platform, random, subprocess, sys
+from datetime import datetime, timezone
+
+SPLIT = "test"
+MAIN = ["clean-to-clean", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected", "joint-no-corrector", "daei"]
+
+
+def load(run):
+    res = json.load(open(os.path.join(run, "eval/results.json")))
+    rec = [json.loads(l) for l in open(os.path.join(run, "eval/recoveries.jsonl")) if l.strip()]
+    rec = [r for r in rec if r["split"] == SPLIT]
+    return res, rec
+
+
+def per_text(rec, system, metric):
+    return [r["systems"][system][metric] for r in rec if system in r["systems"]]
+
+
+def paired(a, b, resamples=1000, seed=1):
+    assert len(a) == len(b) and a, (len(a), len(b))
+    rng = random.Random(seed)
+    n = len(a)
+    d = [x - y for x, y in zip(a, b)]
+    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return sum(d) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def fmt_ci(s, k):
+    lo, hi = s[k + "_ci"]
+    return "%.3f [%.3f, %.3f]" % (s[k], lo, hi)
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
+    isa = [f for f in ("avx512_bf16", "amx_bf16") if f in flags.split()]
+    return "%s, %d vCPUs, %s, bf16 ISA: %s" % (cpu, os.cpu_count(), platform.platform(terse=True), ", ".join(isa) or "none")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run")
+    ap.add_argument("bow")
+    ap.add_argument("probe")
+    ap.add_argument("--out", default="results/content")
+    ap.add_argument("--command", default="")
+    a = ap.parse_args()
+    q_res, q_rec = load(a.run)
+    b_res, b_rec = load(a.bow)
+    p_res, p_rec = load(a.probe)
+    truths = [r["truth"] for r in q_rec]
+    for other, name in ((b_rec, a.bow), (p_rec, a.probe)):
+        if [r["truth"] for r in other] != truths:
+            sys.exit("content: %s scored other test texts than %s" % (name, a.run))
+    tf = os.path.join(a.bow, "timing.jsonl")
+    timing = {j["step"]: j["seconds"] for j in map(json.loads, open(tf))} if os.path.exists(tf) else {}
+    S = dict(q_res["splits"][SPLIT]["systems"])
+    rows = {k: (S[k], q_rec) for k in S}
+    for k, v in b_res["splits"][SPLIT]["systems"].items():
+        if k.startswith("bow-"):
+            rows[k] = (v, b_rec)
+    for k, v in p_res["splits"][SPLIT]["systems"].items():
+        if k.startswith("bow-"):
+            rows["probe-" + k[len("bow-"):]] = (v, p_rec)
+    order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
+            [k for k in ("bow-noisy", "bow-dae", "bow-clean", "probe-noisy", "probe-clean") if k in rows] + \
+            [k for k in sorted(rows) if k not in MAIN and not k.startswith(("bow-", "probe-", "floor-"))]
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    n = len(truths)
+    md = ["# Content words: what each row recovers of what a text is about", "",
+          "- command: `%s` (after `bash launch/quickstart.sh`)" % a.command,
+          "- revision %s; run %s (results.json revision %s); machine %s; %s UTC" %
+          (rev, a.run, q_res.get("revision", "?"), machine(), datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")),
+          "- release: %s + N(0, σ²), σ = %s; test split, the first %d texts; every row beside both floors" %
+          (q_res.get("embedder"), q_res.get("sigma"), n),
+          "- content F1: token F1 on the words left once NLTK's 179 English stop words, word_tokenize's clitics and "
+          "punctuation are removed, case ignored (`src/model/text/words.h`); content recall: share of the truth's "
+          "content words recovered. Intervals: bootstrap over texts (1,000 resamples), not over training seeds.",
+          "- wall time of each step (1 rank, two steps at a time): " + (", ".join("%s %.0f s" % (k, v) for k, v in timing.items()) or "not recorded"),
+          "", "## Every row (test, n = %d)" % n, "",
+          "| row | token F1 | content F1 | content recall | BLEU | distinct | top template |", "|---|---|---|---|---|---|---|"]
+    for k in order:
+        s = rows[k][0]
+        label = k + (" (reference)" if s.get("reference") or k in ("bow-clean", "probe-clean") else "") + \
+            (" (floor)" if s.get("floor") else "")
+        md.append("| %s | %s | %s | %.3f | %s | %.1f %% | %.1f %% |" % (label, fmt_ci(s, "token_f1"), fmt_ci(s, "content_f1"),
+                  s["content_recall"], fmt_ci(s, "bleu"), 100 * s["distinct"], 100 * s["top_template"]))
+    md += ["", "`probe-*`: the bag-of-words model without a hidden layer (bow.depth 0), a linear map from the embedding "
+           "to the words: does the embedding carry the words at all? `bow-*`: one hidden layer (bow.hidden). Both "
+           "answer with their most probable content words (no function words, no order), the rule chosen on val "
+           "texts (`final/bow/k_choice.json`).", ""]
+    # Above the floors, on content F1 and token F1.
+    md += ["## Above the floors (paired on the same texts)", "", "| row | content F1 − floor-retrieval | content F1 − "
+           "floor-constant | token F1 − floor-retrieval | token F1 − floor-constant |", "|---|---|---|---|---|"]
+    out = {"revision": rev, "n": n, "rows": {k: rows[k][0] for k in order}, "pairs": {}}
+    for k in order:
+        if k.startswith("floor-"):
+            continue
+        cells = []
+        for metric in ("content_f1", "token_f1"):
+            for fl in ("floor-retrieval", "floor-constant"):
+                src = rows[k][1]
+                name = k if not k.startswith("probe-") else "bow-" + k[len("probe-"):]
+                d = paired(per_text(src, name, metric), per_text(q_rec, fl, metric))
+                out["pairs"]["%s − %s (%s)" % (k, fl, metric)] = d
+                cells.append("%+.3f [%+.3f, %+.3f]%s" % (d[0], d[1], d[2], " **above**" if d[1] > 0 else ""))
+        md.append("| %s | %s |" % (k, " | ".join([cells[0], cells[1], cells[2], cells[3]])))
+    # Headline pairs.
+    md += ["", "## Pairs (content F1, paired on the same texts)", "", "| pair | diff [95 % CI] |", "|---|---|"]
+    for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
+                 ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean")):
+        if x in rows and y in rows:
+            def vec(k):
+                src = rows[k][1]
+                return per_text(src, k if not k.startswith("probe-") else "bow-" + k[len("probe-"):], "content_f1")
+            d = paired(vec(x), vec(y))
+            out["pairs"]["%s − %s (content_f1)" % (x, y)] = d
+            md.append("| %s − %s | %+.3f [%+.3f, %+.3f] |" % (x, y, d[0], d[1], d[2]))
+    # Targets of issue 65.
+    noisy = [k for k in order if not k.startswith(("floor-", "probe-")) and k not in ("clean-to-clean", "bow-clean")
+             and not rows[k][0].get("reference")]
+    best_c = max(noisy, key=lambda k: rows[k][0]["content_f1"])
+    best_t = max(noisy, key=lambda k: rows[k][0]["token_f1"])
+    fc = rows["floor-constant"][0]["token_f1"]
+    bc = rows["bow-clean"][0]["content_f1"] if "bow-clean" in rows else float("nan")
+    md += ["", "## Targets (issue 65 item 5)", "", "| target | measured | met |", "|---|---|---|",
+           "| bow-clean content F1 ≥ 0.40 | %.3f | %s |" % (bc, "yes" if bc >= 0.40 else "**no**"),
+           "| best noisy attack content F1 ≥ 0.30 | %.3f (%s) | %s |" % (rows[best_c][0]["content_f1"], best_c,
+                                                                     "yes" if rows[best_c][0]["content_f1"] >= 0.30 else "**no**"),
+           "| best noisy attack token F1 ≥ floor-constant + 0.20 = %.3f | %.3f (%s) | %s |" %
+           (fc + 0.20, rows[best_t][0]["token_f1"], best_t, "yes" if rows[best_t][0]["token_f1"] >= fc + 0.20 else "**no**"),
+           "| guided inverter above bow on the same input (token F1), clean BLEU ≥ 0.10 | not built | **no** |",
+           "| distinct ≥ 90 %% (best content row %s) | %.1f %% | %s |" % (best_c, 100 * rows[best_c][0]["distinct"],
+                                                                     "yes" if rows[best_c][0]["distinct"] >= 0.9 else "**no**"),
+           "| headline pairs with 3 training seeds | one seed | **no** |", ""]
+    # Samples: every 30th text.
+    show = [k for k in ("floor-retrieval", "clean-to-clean", "noisy-vec2text", "daei", "bow-noisy", "bow-dae") if k in rows]
+    md += ["## Samples (every 30th test text, i = 0, 30, …: a fixed rule; each recovery with its content F1; "
+           "eval/samples.md of each run marks the recovered content words)", ""]
+    for i in range(0, n, 30):
+        truth = truths[i]
+        md.append("**%d.** %s" % (i, truth))
+        md.append("")
+        for k in show:
+            src = rows[k][1]
+            text = src[i]["systems"][k]["text"]
+            cf = src[i]["systems"][k]["content_f1"]
+            md.append("- `%s` (content F1 %.2f): %s" % (k, cf, text))
+        md.append("")
+    text = "\n".join(md) + "\n"
+    open(a.out + ".md", "w").write(text)
+    json.dump(out, open(a.out + ".json", "w"), indent=1)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
