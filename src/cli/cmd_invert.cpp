@@ -41,12 +41,13 @@ void validate(Context&, const InvertCommand& cmd) {
   DAEI_CHECK(file_exists(cmd.files.input), "invert: {}: no such file", cmd.files.input);
 }
 
-// The row named by --system, or the strongest attack: the last of the DAE chain (not a reference, a no-DAE baseline
-// or zsinvert).
+// The row named by --system, or the strongest attack: the last of the DAE chain (not a reference, a no-DAE baseline,
+// zsinvert or a bag-of-words row, which answers with words, not a text).
 const SystemSpec* pick_system(const std::vector<SystemSpec>& systems, const std::string& name) {
+  const auto starts = [](const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; };
   const SystemSpec* pick = nullptr;
   for (const auto& s : systems)
-    if (name.empty() ? !s.reference && s.name.rfind("noisy-", 0) != 0 && s.name.rfind("zsinvert", 0) != 0
+    if (name.empty() ? !s.reference && !starts(s.name, "noisy-") && !starts(s.name, "zsinvert") && !starts(s.name, "bow-")
                      : s.name == name)
       pick = &s;
   return pick;

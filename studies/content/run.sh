@@ -48,10 +48,14 @@ pair() {  # two steps at once (a core each); fails when either fails
   wait "$a" && wait "$b"
 }
 probe=(--set bow.depth=0)
+# The steps are quoted for pair()'s eval, which expands them.
+# shellcheck disable=SC2016
 pair 'step "$name-bow" bow-noisy train --stage bow-noisy' 'step "$name-bow" bow-dae train --stage bow-dae'
+# shellcheck disable=SC2016
 pair 'step "$name-bow" bow-clean train --stage bow-clean' \
   'step "$name-probe" bow-clean train --stage bow-clean "${probe[@]}"'
 no_extras=(--set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
+# shellcheck disable=SC2016
 pair 'step "$name-probe" bow-noisy train --stage bow-noisy "${probe[@]}"' \
   'step "$name-bow" eval eval "${no_extras[@]}"'
 step "$name-probe" eval eval "${no_extras[@]}" "${probe[@]}"

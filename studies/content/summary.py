@@ -21,8 +21,11 @@ def load(run):
     return res, rec
 
 
-def per_text(rec, system, metric):
-    return [r["systems"][system][metric] for r in rec if system in r["systems"]]
+def aligned(src_a, sys_a, src_b, sys_b, metric):
+    """Per-text values of two rows on the texts both scored (zsinvert rows score only the first zsinvert.max_texts)."""
+    both = [(x["systems"][sys_a][metric], y["systems"][sys_b][metric]) for x, y in zip(src_a, src_b)
+            if sys_a in x["systems"] and sys_b in y["systems"]]
+    return [p[0] for p in both], [p[1] for p in both]
 
 
 def paired(a, b, resamples=1000, seed=1):
@@ -32,6 +35,18 @@ def paired(a, b, resamples=1000, seed=1):
     d = [x - y for x, y in zip(a, b)]
     means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
     return sum(d) / n, means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def curve(run, stage, seconds):
+    """(step, core-hours to reach it, held-out content F1) at each of the stage's evaluations: one rank, so the
+    stage's wall time is its core time, spread evenly over its steps."""
+    path = os.path.join(run, stage, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    lines = [json.loads(l) for l in open(path) if l.strip()]
+    last = max(j["step"] for j in lines)
+    return [(j["step"], seconds * j["step"] / last / 3600 if seconds else float("nan"),
+             j["eval"]["heldout_content_f1"]) for j in lines if "eval" in j]
 
 
 def fmt_ci(s, k):
@@ -51,6 +66,8 @@ def main():
     ap.add_argument("run")
     ap.add_argument("bow")
     ap.add_argument("probe")
+    ap.add_argument("--long", action="append", default=[],
+                    help="a run of the same bow stages at a larger bow.steps (frontier points only)")
     ap.add_argument("--out", default="results/content")
     ap.add_argument("--command", default="")
     a = ap.parse_args()
@@ -110,24 +127,26 @@ def main():
             for fl in ("floor-retrieval", "floor-constant"):
                 src = rows[k][1]
                 name = k if not k.startswith("probe-") else "bow-" + k[len("probe-"):]
-                d = paired(per_text(src, name, metric), per_text(q_rec, fl, metric))
+                va, vb = aligned(src, name, q_rec, fl, metric)
+                d = paired(va, vb)
                 out["pairs"]["%s − %s (%s)" % (k, fl, metric)] = d
                 cells.append("%+.3f [%+.3f, %+.3f]%s" % (d[0], d[1], d[2], " **above**" if d[1] > 0 else ""))
-        md.append("| %s | %s |" % (k, " | ".join([cells[0], cells[1], cells[2], cells[3]])))
+        note = "" if len(va) == n else " (first %d texts)" % len(va)
+        md.append("| %s%s | %s |" % (k, note, " | ".join([cells[0], cells[1], cells[2], cells[3]])))
     # Headline pairs.
     md += ["", "## Pairs (content F1, paired on the same texts)", "", "| pair | diff [95 % CI] |", "|---|---|"]
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
                  ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean")):
         if x in rows and y in rows:
-            def vec(k):
-                src = rows[k][1]
-                return per_text(src, k if not k.startswith("probe-") else "bow-" + k[len("probe-"):], "content_f1")
-            d = paired(vec(x), vec(y))
+            def sysname(k):
+                return k if not k.startswith("probe-") else "bow-" + k[len("probe-"):]
+            d = paired(*aligned(rows[x][1], sysname(x), rows[y][1], sysname(y), "content_f1"))
             out["pairs"]["%s − %s (content_f1)" % (x, y)] = d
             md.append("| %s − %s | %+.3f [%+.3f, %+.3f] |" % (x, y, d[0], d[1], d[2]))
     # Targets of issue 65.
     noisy = [k for k in order if not k.startswith(("floor-", "probe-")) and k not in ("clean-to-clean", "bow-clean")
              and not rows[k][0].get("reference")]
+    noisy = [k for k in noisy if len(aligned(rows[k][1], k, q_rec, "floor-constant", "content_f1")[0]) == n]
     best_c = max(noisy, key=lambda k: rows[k][0]["content_f1"])
     best_t = max(noisy, key=lambda k: rows[k][0]["token_f1"])
     fc = rows["floor-constant"][0]["token_f1"]
@@ -142,6 +161,28 @@ def main():
            "| distinct ≥ 90 %% (best content row %s) | %.1f %% | %s |" % (best_c, 100 * rows[best_c][0]["distinct"],
                                                                      "yes" if rows[best_c][0]["distinct"] >= 0.9 else "**no**"),
            "| headline pairs with 3 training seeds | one seed | **no** |", ""]
+    # Frontier: held-out content F1 (val texts, top 3 words) against core-hours, every bow run.
+    md += ["## Frontier: held-out content F1 against CPU time", "",
+           "Each bag-of-words stage's held-out content F1 (its top 3 words on train.heldout_rows val texts, logged at "
+           "every bow.eval_every steps) against the core-hours spent to reach it (one rank, the step's wall time spread "
+           "evenly over its steps; two steps ran at a time, so a core each). The quickstart's own rows: see the wall "
+           "time of each step in results/quickstart.md (2 ranks).", "",
+           "| run | stage | bow.steps | step | core-hours | held-out content F1 |", "|---|---|---|---|---|---|"]
+    out["frontier"] = []
+    for run in [a.bow, a.probe] + a.long:
+        tfile = os.path.join(run, "timing.jsonl")
+        secs = dict(timing)  # the probe's steps are timed in the bow run's file, under the probe run's name
+        if os.path.exists(tfile):
+            secs.update({j["step"]: j["seconds"] for j in map(json.loads, open(tfile))})
+        secs = {k.split("/")[-1]: v for k, v in secs.items() if k.split("/")[0] == os.path.basename(run)}
+        for stage in ("bow-noisy", "bow-dae", "bow-clean"):
+            pts = curve(run, stage, secs.get(stage))
+            for step, hours, f1 in pts:
+                md.append("| %s | %s | %d | %d | %.2f | %.3f |" % (os.path.basename(run), stage, pts[-1][0] if pts else 0,
+                                                                   step, hours, f1))
+                out["frontier"].append({"run": os.path.basename(run), "stage": stage, "step": step,
+                                        "core_hours": hours, "heldout_content_f1": f1})
+    md.append("")
     # Samples: every 30th text.
     show = [k for k in ("floor-retrieval", "clean-to-clean", "noisy-vec2text", "daei", "bow-noisy", "bow-dae") if k in rows]
     md += ["## Samples (every 30th test text, i = 0, 30, …: a fixed rule; each recovery with its content F1; "

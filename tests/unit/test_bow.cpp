@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../support/temp_dir.h"
 #include "../support/toy_run.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -19,16 +20,8 @@
 #include "stages/recipes/stage2.h"
 
 using namespace daei;
-namespace fs = std::filesystem;
 
 namespace {
-
-std::string tmp(const std::string& name) {
-  auto p = fs::temp_directory_path() / fmt::format("daei-bow-{}-{}", name, ::getpid());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 // Embeddings that are a bag of words: the normalised sum of a fixed random vector a distinct word, plus noise.
 std::shared_ptr<InMemoryDataset> bag_dataset(const std::vector<std::string>& texts, int64_t dim, double sigma,
@@ -96,7 +89,8 @@ TEST(Bow, AnswerRulesOnHandMadeRankings) {
 }
 
 TEST(Bow, FolderRoundTripAndRefusals) {
-  const std::string dir = tmp("folder");
+  const TempDir tmp("bow-folder");
+  const std::string dir = tmp.str();
   torch::manual_seed(3);
   BowOptions o;
   o.dim = 8;
@@ -126,13 +120,13 @@ TEST(Bow, FolderRoundTripAndRefusals) {
   write_file_atomic(dir + "/bow/bow.json", "{\"dim\": 8, \"k\": -1, \"words\": [\"a\"]}");
   EXPECT_THROW(load_bow_inverter(dir + "/bow"), Error);
   EXPECT_THROW(m->forward(torch::randn({2, 7})), Error);
-  fs::remove_all(dir);
 }
 
 // Embeddings made of word vectors: the trained model names most of each text's content words, far above the
 // answer that ignores the embedding (the k most frequent words), and k is chosen on val.
 TEST(Bow, LearnsTheWordsOfABagOfWordsEmbedding) {
-  const std::string dir = tmp("learn");
+  const TempDir tmp("bow-learn");
+  const std::string dir = tmp.str();
   LocalCommunicator one;
   const auto texts = test::toy_texts(3000, 21), val_texts = test::toy_texts(300, 22);
   auto train = bag_dataset(texts, 48, 0.02, 1), val = bag_dataset(val_texts, 48, 0.02, 2);
@@ -159,11 +153,11 @@ TEST(Bow, LearnsTheWordsOfABagOfWordsEmbedding) {
   // a threshold can do better. The blind answer scores about 0.3.
   EXPECT_GT(f1, 0.75);
   EXPECT_GT(f1, blind + 0.3);
-  fs::remove_all(dir);
 }
 
 TEST(Bow, ResumeEqualsOneRun) {
-  const std::string dir = tmp("resume");
+  const TempDir tmp("bow-resume");
+  const std::string dir = tmp.str();
   LocalCommunicator one;
   const auto texts = test::toy_texts(400, 23);
   auto train = bag_dataset(texts, 16, 0.05, 3), val = bag_dataset(test::toy_texts(50, 24), 16, 0.05, 4);
@@ -184,5 +178,4 @@ TEST(Bow, ResumeEqualsOneRun) {
   EXPECT_EQ(test::max_diff_files(dir + "/whole/final/bow/model.safetensors", dir + "/halves/final/bow/model.safetensors"),
             0.0);
   EXPECT_EQ(read_file(dir + "/whole/final/bow/bow.json"), read_file(dir + "/halves/final/bow/bow.json"));
-  fs::remove_all(dir);
 }
