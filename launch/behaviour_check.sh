@@ -12,8 +12,15 @@ set -euo pipefail
 [[ $# == 2 ]] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
 # shellcheck source=tests/support/toy_config.sh
 source "$(dirname "$0")/../tests/support/toy_config.sh"
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+# BEHAVIOUR_KEEP=DIR keeps both runs there (DIR/old, DIR/new) for studies/torch2_behaviour/compare.py.
+if [[ -n ${BEHAVIOUR_KEEP:-} ]]; then
+  W=$BEHAVIOUR_KEEP
+  rm -rf "$W/old" "$W/new"
+  mkdir -p "$W"
+else
+  W=$(mktemp -d)
+  trap 'rm -rf "$W"' EXIT
+fi
 run() {  # BINARY DIR
   local D=$1 T=$2
   mkdir -p "$T"

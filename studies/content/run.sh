@@ -7,12 +7,20 @@
 #   NAME-probe  bow-clean and bow-noisy with bow.depth 0: a linear map from the embedding to the words (the probe)
 # then `daei eval` in each (no sweep, no per-round tables, no zsinvert: the other rows are the quickstart's own), and
 # writes results/content.{md,json} with studies/content/summary.py. Wall time of each step in NAME-bow/timing.json.
+#   bash studies/content/run.sh RUN_DIR --long STEPS
+# once the above has run: bow-noisy and bow-clean again at bow.steps STEPS (held-out content F1 every 500 steps) in
+# NAME-bow-STEPS, points of the frontier only (the rows stay at the one budget); the summary is written again with them.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:-runs/quickstart}
+LONG=
+if [[ ${2:-} == --long ]]; then
+  LONG=${3:?--long needs a number of steps}
+  [[ ${LONG} =~ ^[1-9][0-9]*$ ]] || { echo "content: --long ${LONG}: not a number of steps" >&2; exit 2; }
+fi
 CONFIG=${CONFIG:-configs/quickstart.yaml}
 # One rank a command, two commands at a time: the bag-of-words model is small enough that a second rank's all-reduce
 # of its 10 k-word output layer costs more than it saves (1 rank: 2.4 steps/s; 2 ranks: 1.2).
@@ -33,20 +41,40 @@ step() {  # RUN_NAME LABEL ARGS...: one daei command on NP ranks, its wall time 
     --set reference.enabled=true >"$root/$run/$label.log" 2>&1 || { tail -20 "$root/$run/$label.log"; return 1; }
   echo "{\"step\": \"$run/$label\", \"seconds\": $(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')}" >>"$timing_file"
 }
-for suffix in bow probe; do
+suffixes=(bow probe)
+[[ -n ${LONG} ]] && suffixes=("bow-${LONG}")
+for suffix in "${suffixes[@]}"; do
   d=$root/$name-$suffix
   mkdir -p "$d"
   for part in corpus cache tokenizer stage1; do
     [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"
   done
 done
-rm -f "$timing_file"
 pair() {  # two steps at once (a core each); fails when either fails
   local a b
   eval "$1" & a=$!
   eval "$2" & b=$!
   wait "$a" && wait "$b"
 }
+no_extras=(--set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
+summary() {
+  local long=()
+  for d in "$root/$name"-bow-[0-9]*; do [[ -d $d ]] && long+=(--long "$d"); done
+  /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
+    --out results/content --command "bash studies/content/run.sh $RUN${LONG:+ --long $LONG}"
+}
+if [[ -n ${LONG} ]]; then
+  timing_file=$root/$name-bow-${LONG}/timing.jsonl
+  rm -f "$timing_file"
+  long=(--set bow.steps="${LONG}" --set bow.eval_every=500)
+  # shellcheck disable=SC2016
+  pair 'step "$name-bow-$LONG" bow-noisy train --stage bow-noisy "${long[@]}"' \
+    'step "$name-bow-$LONG" bow-clean train --stage bow-clean "${long[@]}"'
+  step "$name-bow-$LONG" eval eval "${no_extras[@]}" "${long[@]}"
+  summary
+  exit 0
+fi
+rm -f "$timing_file"
 probe=(--set bow.depth=0)
 # The steps are quoted for pair()'s eval, which expands them.
 # shellcheck disable=SC2016
@@ -54,10 +82,8 @@ pair 'step "$name-bow" bow-noisy train --stage bow-noisy' 'step "$name-bow" bow-
 # shellcheck disable=SC2016
 pair 'step "$name-bow" bow-clean train --stage bow-clean' \
   'step "$name-probe" bow-clean train --stage bow-clean "${probe[@]}"'
-no_extras=(--set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
 # shellcheck disable=SC2016
 pair 'step "$name-probe" bow-noisy train --stage bow-noisy "${probe[@]}"' \
   'step "$name-bow" eval eval "${no_extras[@]}"'
 step "$name-probe" eval eval "${no_extras[@]}" "${probe[@]}"
-/usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" \
-  --out results/content --command "bash studies/content/run.sh $RUN"
+summary

@@ -21,6 +21,13 @@ def load(run):
     return res, rec
 
 
+def sysname(row):
+    """The system name in a run's recoveries of a row of this page: probe-X is the probe run's bow-X, bow-X@STEPS a
+    --long run's bow-X."""
+    row = row.split("@")[0]
+    return "bow-" + row[len("probe-"):] if row.startswith("probe-") else row
+
+
 def aligned(src_a, sys_a, src_b, sys_b, metric):
     """Per-text values of two rows on the texts both scored (zsinvert rows score only the first zsinvert.max_texts)."""
     both = [(x["systems"][sys_a][metric], y["systems"][sys_b][metric]) for x, y in zip(src_a, src_b)
@@ -88,9 +95,21 @@ def main():
     for k, v in p_res["splits"][SPLIT]["systems"].items():
         if k.startswith("bow-"):
             rows["probe-" + k[len("bow-"):]] = (v, p_rec)
+    long_rows = []
+    for run in a.long:
+        if not os.path.exists(os.path.join(run, "eval/results.json")):
+            continue
+        l_res, l_rec = load(run)
+        if [r["truth"] for r in l_rec] != truths:
+            sys.exit("content: %s scored other test texts than %s" % (run, a.run))
+        steps = os.path.basename(run).rsplit("-", 1)[-1]
+        for k, v in l_res["splits"][SPLIT]["systems"].items():
+            if k.startswith("bow-"):
+                rows["%s@%s" % (k, steps)] = (v, l_rec)
+                long_rows.append("%s@%s" % (k, steps))
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
-            [k for k in ("bow-noisy", "bow-dae", "bow-clean", "probe-noisy", "probe-clean") if k in rows] + \
-            [k for k in sorted(rows) if k not in MAIN and not k.startswith(("bow-", "probe-", "floor-"))]
+            [k for k in ("bow-noisy", "bow-dae", "bow-clean", "probe-noisy", "probe-clean") if k in rows] + long_rows + \
+            [k for k in sorted(rows) if k not in MAIN and not k.startswith(("bow-", "probe-", "floor-")) and "@" not in k]
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     n = len(truths)
     md = ["# Content words: what each row recovers of what a text is about", "",
@@ -107,14 +126,15 @@ def main():
           "| row | token F1 | content F1 | content recall | BLEU | distinct | top template |", "|---|---|---|---|---|---|---|"]
     for k in order:
         s = rows[k][0]
-        label = k + (" (reference)" if s.get("reference") or k in ("bow-clean", "probe-clean") else "") + \
+        label = k + (" (reference)" if s.get("reference") or sysname(k) == "bow-clean" else "") + \
             (" (floor)" if s.get("floor") else "")
         md.append("| %s | %s | %s | %.3f | %s | %.1f %% | %.1f %% |" % (label, fmt_ci(s, "token_f1"), fmt_ci(s, "content_f1"),
                   s["content_recall"], fmt_ci(s, "bleu"), 100 * s["distinct"], 100 * s["top_template"]))
     md += ["", "`probe-*`: the bag-of-words model without a hidden layer (bow.depth 0), a linear map from the embedding "
            "to the words: does the embedding carry the words at all? `bow-*`: one hidden layer (bow.hidden). Both "
            "answer with their most probable content words (no function words, no order), the rule chosen on val "
-           "texts (`final/bow/k_choice.json`).", ""]
+           "texts (`final/bow/k_choice.json`). `bow-X@STEPS`: the same stage at bow.steps STEPS (`--long`), a point "
+           "of the frontier below, not a row of the one budget.", ""]
     # Above the floors, on content F1 and token F1.
     md += ["## Above the floors (paired on the same texts)", "", "| row | content F1 − floor-retrieval | content F1 − "
            "floor-constant | token F1 − floor-retrieval | token F1 − floor-constant |", "|---|---|---|---|---|"]
@@ -125,9 +145,7 @@ def main():
         cells = []
         for metric in ("content_f1", "token_f1"):
             for fl in ("floor-retrieval", "floor-constant"):
-                src = rows[k][1]
-                name = k if not k.startswith("probe-") else "bow-" + k[len("probe-"):]
-                va, vb = aligned(src, name, q_rec, fl, metric)
+                va, vb = aligned(rows[k][1], sysname(k), q_rec, fl, metric)
                 d = paired(va, vb)
                 out["pairs"]["%s − %s (%s)" % (k, fl, metric)] = d
                 cells.append("%+.3f [%+.3f, %+.3f]%s" % (d[0], d[1], d[2], " **above**" if d[1] > 0 else ""))
@@ -138,14 +156,12 @@ def main():
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
                  ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean")):
         if x in rows and y in rows:
-            def sysname(k):
-                return k if not k.startswith("probe-") else "bow-" + k[len("probe-"):]
             d = paired(*aligned(rows[x][1], sysname(x), rows[y][1], sysname(y), "content_f1"))
             out["pairs"]["%s − %s (content_f1)" % (x, y)] = d
             md.append("| %s − %s | %+.3f [%+.3f, %+.3f] |" % (x, y, d[0], d[1], d[2]))
     # Targets of issue 65.
     noisy = [k for k in order if not k.startswith(("floor-", "probe-")) and k not in ("clean-to-clean", "bow-clean")
-             and not rows[k][0].get("reference")]
+             and not rows[k][0].get("reference") and "@" not in k]  # targets at the one budget; @STEPS rows are frontier
     noisy = [k for k in noisy if len(aligned(rows[k][1], k, q_rec, "floor-constant", "content_f1")[0]) == n]
     best_c = max(noisy, key=lambda k: rows[k][0]["content_f1"])
     best_t = max(noisy, key=lambda k: rows[k][0]["token_f1"])
