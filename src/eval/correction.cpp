@@ -14,6 +14,7 @@
 #include "model/attack/corrector.h"
 #include "model/release/embedder.h"
 #include "model/net/generate.h"
+#include "model/text/token_batch.h"
 #include "model/text/tokenizer_spm.h"
 
 namespace daei {
@@ -102,6 +103,8 @@ struct Seen {
 
 struct TextState {
   std::unordered_map<std::string, Seen> seen;  // every text queried for this input
+  // The ids each text was generated as (a vec2text corrector reads them; the first generation of a text kept).
+  std::unordered_map<std::string, std::vector<int64_t>> ids;
   std::vector<std::string> beams;              // kept sequences (distinct), best first
   std::string best_text;
   double best_cos = -2;
@@ -207,7 +210,7 @@ struct CorrectionRun {
   }
 
   // Round 0: the inverter's hypotheses. Returns the batch mean of their scores.
-  double first_round(const std::vector<std::string>& initial) {
+  double first_round(const std::vector<std::string>& initial, const std::vector<std::vector<int64_t>>& initial_ids) {
     std::vector<double> scores;
     for (const auto& bl : blocks) {
       std::vector<std::pair<int64_t, std::string>> todo;
@@ -215,6 +218,7 @@ struct CorrectionRun {
       query_new(todo, 0);
     }
     for (int64_t b = mine.begin; b < mine.end; ++b) {
+      if (!initial_ids.empty()) st[b].ids[initial[b]] = initial_ids[b];
       st[b].beams = {initial[b]};
       st[b].best_text = initial[b];
       st[b].best_cos = st[b].seen.at(initial[b]).cos;
@@ -225,7 +229,8 @@ struct CorrectionRun {
 
   // The corrector on every kept sequence of every text of a block, gen_batch rows at a time: the candidates of
   // each input, in generation order.
-  std::vector<std::vector<std::string>> propose(const ItemRange& bl, const GenerateOptions& g) {
+  std::vector<std::vector<std::string>> propose(const ItemRange& bl, const GenerateOptions& g, int64_t round) {
+    const HypothesisIds convention = corrector.cfg.hypothesis_ids;
     std::vector<std::pair<int64_t, std::string>> rows;  // (input, kept sequence)
     for (int64_t b = bl.begin; b < bl.end; ++b)
       for (const auto& t : st[b].beams) rows.emplace_back(b, t);
@@ -235,16 +240,28 @@ struct CorrectionRun {
       std::vector<int64_t> idx;
       std::vector<std::string> hyp_texts;
       std::vector<at::Tensor> hyp_e;
+      std::vector<const std::vector<int64_t>*> generated;
       for (size_t i = c; i < e; ++i) {
-        idx.push_back(rows[i].first);
-        hyp_texts.push_back(rows[i].second);
-        hyp_e.push_back(st[rows[i].first].seen.at(rows[i].second).e);
+        const auto& [b, t] = rows[i];
+        idx.push_back(b);
+        hyp_texts.push_back(t);
+        hyp_e.push_back(st[b].seen.at(t).e);
+        auto it = st[b].ids.find(t);
+        generated.push_back(it == st[b].ids.end() ? nullptr : &it->second);
       }
-      auto ids = tok.encode_batch(hyp_texts, opt.max_length).input_ids;
-      auto out = corrector.generate(target.index_select(0, torch::tensor(idx, torch::kLong).to(dev)),
-                                    torch::stack(hyp_e), ids, g);
-      auto texts = tok.decode_batch(out.sequences.cpu());
-      for (size_t i = 0; i < texts.size(); ++i) cands[idx[i / beam]].push_back(std::move(texts[i]));
+      const at::Tensor ids = hypothesis_batch(convention, tok, hyp_texts, generated, opt.max_length);
+      const at::Tensor tgt = target.index_select(0, torch::tensor(idx, torch::kLong).to(dev));
+      const at::Tensor he = torch::stack(hyp_e);
+      auto out = corrector.generate(tgt, he, ids, g);
+      const at::Tensor seqs = out.sequences.cpu();
+      if (opt.observe) opt.observe(CorrectorCall{round, tgt, he, ids, seqs, idx, &corrector});
+      auto texts = tok.decode_batch(seqs);
+      for (size_t i = 0; i < texts.size(); ++i) {
+        const int64_t b = idx[i / beam];
+        if (convention == HypothesisIds::vec2text && !st[b].ids.count(texts[i]))
+          st[b].ids.emplace(texts[i], generated_row(seqs[static_cast<int64_t>(i)], corrector.cfg.t5.pad_token_id));
+        cands[b].push_back(std::move(texts[i]));
+      }
     }
     return cands;
   }
@@ -252,7 +269,7 @@ struct CorrectionRun {
   // One round on a block: 1. the corrector's candidates; 2. each candidate text not yet seen for its input queried
   // once; 3. the s best distinct candidates kept. Each text's best score of the round goes to `scores`.
   void correct_block(const ItemRange& bl, int64_t round, const GenerateOptions& g, std::vector<double>& scores) {
-    const std::vector<std::vector<std::string>> cands = propose(bl, g);
+    const std::vector<std::vector<std::string>> cands = propose(bl, g, round);
     std::vector<std::pair<int64_t, std::string>> todo;
     for (int64_t b = bl.begin; b < bl.end; ++b) {
       std::unordered_set<std::string> fresh;
@@ -306,11 +323,50 @@ struct CorrectionRun {
 
 }  // namespace
 
+std::vector<int64_t> generated_row(const at::Tensor& row, int64_t pad_id) {
+  const at::Tensor r = row.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* p = r.data_ptr<int64_t>();
+  int64_t n = r.numel();
+  while (n > 1 && p[n - 1] == pad_id) --n;
+  return std::vector<int64_t>(p, p + n);
+}
+
+std::vector<int64_t> vec2text_row_of_text(const SpmTokenizer& tok, const std::string& text, int64_t max_length) {
+  DAEI_CHECK(max_length >= 2, "hypothesis ids: max_length must be >= 2, got {}", max_length);
+  const std::vector<int64_t> pieces = tok.encode(text, 0, /*add_eos=*/false);
+  std::vector<int64_t> row{tok.pad_id()};  // T5's decoder start is its pad
+  const int64_t keep = std::min<int64_t>(static_cast<int64_t>(pieces.size()), max_length - 1);
+  row.insert(row.end(), pieces.begin(), pieces.begin() + keep);
+  // generate() stops at eos or at max_length ids: a text of max_length - 1 or more pieces was cut there, no eos.
+  if (static_cast<int64_t>(pieces.size()) <= max_length - 2) row.push_back(tok.eos_id());
+  return row;
+}
+
+at::Tensor hypothesis_batch(HypothesisIds convention, const SpmTokenizer& tok, const std::vector<std::string>& texts,
+                            const std::vector<const std::vector<int64_t>*>& generated, int64_t max_length) {
+  if (convention == HypothesisIds::daei) return tok.encode_batch(texts, max_length).input_ids;
+  DAEI_CHECK(generated.empty() || generated.size() == texts.size(), "hypothesis ids: {} generated rows for {} texts",
+             generated.size(), texts.size());
+  std::vector<std::vector<int64_t>> rows;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<int64_t>* g = generated.empty() ? nullptr : generated[i];
+    if (!g) {
+      rows.push_back(vec2text_row_of_text(tok, texts[i], max_length));
+      continue;
+    }
+    rows.emplace_back(g->begin(), g->begin() + std::min<int64_t>(static_cast<int64_t>(g->size()), max_length));
+  }
+  return pad_token_rows(rows, tok.pad_id(), 0).input_ids;
+}
+
 CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
                                 const std::vector<std::string>& text_ids, const QueryFn& query,
                                 const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tok,
-                                const CorrectionOptions& opt, Communicator* comm_in) {
+                                const CorrectionOptions& opt, Communicator* comm_in,
+                                const std::vector<std::vector<int64_t>>& initial_ids) {
   check_correction_inputs(y, initial, text_ids, opt);
+  DAEI_CHECK(initial_ids.empty() || initial_ids.size() == initial.size(), "correction: {} initial id rows for {} texts",
+             initial_ids.size(), initial.size());
   const int64_t B = static_cast<int64_t>(initial.size());
   LocalCommunicator local;
   Communicator& comm = comm_in ? *comm_in : local;
@@ -322,7 +378,7 @@ CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::stri
   if (B == 0) return res;
 
   CorrectionRun run(y, text_ids, query, denoise, corrector, tok, opt, comm);
-  res.round_mean_cos.push_back(run.first_round(initial));
+  res.round_mean_cos.push_back(run.first_round(initial, initial_ids));
   run.record_round();
   GenerateOptions g = opt.decoding;
   g.max_length = opt.max_length;

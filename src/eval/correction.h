@@ -13,6 +13,10 @@
 //   answer: for each text, the best-scoring candidate seen in any round (its score is the attacker's own measure;
 //     no clean embedding is used).
 //
+// The corrector reads each hypothesis as token ids laid out in its own convention (corrector.h, HypothesisIds):
+// daei's correctors the re-encoded text (pieces, eos), an imported vec2text corrector the ids as generate() gave
+// them (decoder-start pad first, eos only when not cut at max_length), as vec2text's correction loop feeds it.
+//
 // Queries are what a real attacker pays for (a remote service rate-limits and bills by query): they are counted
 // per text and returned. Candidates are embedded in chunks of embed_chunk texts, so memory does not grow with s².
 // The black box is a callback, so the same code runs against the local noisy embedder or the HTTP client.
@@ -28,13 +32,24 @@
 #include <vector>
 #include <torch/types.h>
 
+#include "model/attack/corrector.h"
 #include "model/net/generate.h"
 
 namespace daei {
 
 class Communicator;
-class CorrectorImpl;
 class SpmTokenizer;
+
+// One corrector call of the loop, for an observer (tests, `daei invert --dump-logits`): round t >= 1, the target
+// rows (B, d), the hypothesis embeddings (B, d) and ids (B, L) the corrector read, what it returned (rows b*s+r),
+// and which input each row belongs to.
+struct CorrectorCall {
+  int64_t round = 0;
+  at::Tensor target, hyp_e, hyp_ids, sequences;
+  std::vector<int64_t> inputs;
+  CorrectorImpl* corrector = nullptr;
+};
+using CorrectorObserver = std::function<void(const CorrectorCall&)>;
 
 struct CorrectionOptions {
   int64_t max_steps = 10;     // correction rounds at most (0: the inverter's hypothesis alone)
@@ -51,6 +66,7 @@ struct CorrectionOptions {
   GenerateOptions decoding = with_beams(3);
   // Texts a block (see above); 0: gen_batch / s (at least 1), so a block's kept sequences fill one corrector batch.
   int64_t text_block = 0;
+  CorrectorObserver observe;  // called after every corrector call (null: none)
 };
 
 // The noisy black box: float32 (n, d) for n texts; keys[i] is the noise key of texts[i] (NoisyEmbedder::embed).
@@ -74,10 +90,28 @@ struct CorrectionResult {
 // y: (B, d) noisy targets; initial: B hypotheses; text_ids: B distinct ids naming the texts in the query keys
 // (e.g. "test/17"). Runs the corrector in eval mode under NoGradGuard. comm (null: this process alone): a
 // collective; every rank passes all B texts, searches its share and returns the whole result, in text order.
+// The corrector reads each hypothesis' ids in its own convention (corrector.cfg.hypothesis_ids, see
+// hypothesis_batch). initial_ids (empty, or B rows): the ids generate() gave the initial hypotheses, with the
+// decoder-start token; a vec2text corrector reads them as they are (else they are rebuilt from the texts). Its
+// own candidates keep the ids it generated.
 CorrectionResult run_correction(const at::Tensor& y, const std::vector<std::string>& initial,
                                 const std::vector<std::string>& text_ids, const QueryFn& query,
                                 const DenoiseFn& denoise, CorrectorImpl& corrector, const SpmTokenizer& tokenizer,
-                                const CorrectionOptions& opt, Communicator* comm = nullptr);
+                                const CorrectionOptions& opt, Communicator* comm = nullptr,
+                                const std::vector<std::vector<int64_t>>& initial_ids = {});
+
+// --- Hypothesis ids (issue 67) ------------------------------------------------------------------------------------
+
+// A generated row (decoder-start first) without the padding after it: trailing pads dropped, the first id kept.
+std::vector<int64_t> generated_row(const at::Tensor& row, int64_t pad_id);
+// The ids vec2text's generate() would have given `text` at max_length (decoder start counted): pad, the pieces
+// (at most max_length - 1), then eos only when it fits (pieces <= max_length - 2); a text cut at max_length has none.
+std::vector<int64_t> vec2text_row_of_text(const SpmTokenizer& tok, const std::string& text, int64_t max_length);
+// The (B, L) ids the corrector reads for B hypotheses, padded with pad. daei: tok.encode_batch(texts, max_length)
+// (pieces, eos). vec2text: generated[i] when given (non-null, truncated to max_length), else
+// vec2text_row_of_text(texts[i]).
+at::Tensor hypothesis_batch(HypothesisIds convention, const SpmTokenizer& tok, const std::vector<std::string>& texts,
+                            const std::vector<const std::vector<int64_t>*>& generated, int64_t max_length);
 
 // --- The rules, separately testable -----------------------------------------------------------------------------
 

@@ -84,16 +84,29 @@ std::function<SystemRun(const EvalSplit&)> corrected_row(const EvalContext& opts
   return [=](const EvalSplit& sp) {
     const at::Tensor& target = clean_target ? sp.clean : sp.noisy;
     const at::Tensor target_in = dae ? denoise(*dae, target, opts.dae_sigma(sp)) : target;
-    auto it = opts.decoded->find(round0 + "/" + sp.name);
-    std::vector<std::string> initial =
-        it != opts.decoded->end() ? it->second : decode_texts(opts, *inv, target_in, system + " x̂₀");
+    // A vec2text corrector reads its hypotheses' generated ids (issue 67): memoised with the texts, or decoded here.
+    const bool want_ids = corrector->cfg.hypothesis_ids == HypothesisIds::vec2text;
+    const std::string memo = round0 + "/" + sp.name;
+    auto it = opts.decoded->find(memo);
+    auto it_ids = opts.decoded_ids->find(memo);
+    Decoded initial;
+    if (it != opts.decoded->end() && (!want_ids || it_ids != opts.decoded_ids->end())) {
+      initial.texts = it->second;
+      if (want_ids) initial.ids = it_ids->second;
+    } else {
+      DAEI_CHECK(inv, "{}: no texts of {} to start from and no inverter to decode them", system, round0);
+      initial = decode_hypotheses(opts, *inv, target_in, system + " x̂₀");
+    }
+    if (!want_ids) initial.ids.clear();
     std::vector<std::string> ids;
     for (size_t i = 0; i < sp.texts.size(); ++i) ids.push_back(fmt::format("{}/{}", sp.name, i));
     const double sigma = opts.dae_sigma(sp);
     DenoiseFn den = [dae, sigma](const at::Tensor& y) { return dae ? denoise(*dae, y, sigma) : y; };
     CorrectionOptions run_opt = co;
     if (per_round) run_opt.early_stop = false;  // every round; the early-stopped answer is read off the same run
-    auto r = run_correction(target, initial, ids, query, den, *corrector, *opts.tok, run_opt, opts.comm);
+    run_opt.observe = *opts.observe_corrector;
+    auto r = run_correction(target, initial.texts, ids, query, den, *corrector, *opts.tok, run_opt, opts.comm,
+                            initial.ids);
     const int64_t t = per_round ? early_stop_round(r.round_mean_cos, co) : r.steps;
     SystemRun run;
     run.texts = r.round_best_text.at(t);
@@ -117,16 +130,21 @@ using ReleaseBox = std::function<std::shared_ptr<NoisyEmbedder>()>;
 void add_imported_rows(const Config& cfg, EvalContext& c, const ReleaseBox& box) {
   const std::string dir = cfg.str("eval.imported");
   if (dir.empty()) return;
-  auto m = load_imported_models(dir, c.clean_embedder->dim(), *c.tok, "eval.imported");
+  add_imported_systems(cfg, c, dir, c.clean_embedder->dim(), "eval.imported", box);
+}
+}  // namespace
+
+void add_imported_systems(const Config& cfg, EvalContext& c, const std::string& dir, int64_t dim,
+                          const std::string& key, const std::function<std::shared_ptr<NoisyEmbedder>()>& release) {
+  auto m = load_imported_models(dir, dim, *c.tok, key);
   c.imported_inv = m.inverter;
   if (m.corrector)
     c.corrected["imported-vec2text"] =
         corrected_row(c, correction_options(cfg, c), cfg.flag("eval.per_round"), m.inverter, nullptr, m.corrector,
-                      "imported-vec2text", "imported-inverter", false, release_queries(box()));
-  LOG_INFO("[eval] {} (eval.imported): the imported-inverter row{}", dir,
+                      "imported-vec2text", "imported-inverter", false, release_queries(release()));
+  LOG_INFO("[eval] {} ({}): the imported-inverter row{}", dir, key,
            m.corrector ? " and the imported-vec2text row" : " (no corrector/: no imported-vec2text row)");
 }
-}  // namespace
 
 namespace {
 
@@ -276,19 +294,37 @@ at::Tensor denoise(Dae& dae, const at::Tensor& y, double sigma) {
 
 std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e,
                                       const std::string& what) {
+  return decode_hypotheses(ctx, inv, e, what).texts;
+}
+
+Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e, const std::string& what) {
   inv.eval();
   GenerateOptions g = ctx.decoding;
   g.max_length = ctx.max_length_eval;
   Communicator& comm = comm_of(ctx);
   const ItemRange mine = block_share(e.size(0), ctx.batch_size, comm);
   std::vector<std::string> out;
+  std::vector<int64_t> lengths, flat;  // this rank's id rows, flattened for the gather
   Progress progress("eval", mine.size(), "text", 10.0);
   for (const ItemRange& batch : blocks_of(mine, ctx.batch_size)) {
-    for (auto& t : ctx.tok->decode_batch(inv.generate(e.slice(0, batch.begin, batch.end), g)))
-      out.push_back(std::move(t));
+    const at::Tensor seqs = inv.generate(e.slice(0, batch.begin, batch.end), g).cpu();
+    for (auto& t : ctx.tok->decode_batch(seqs)) out.push_back(std::move(t));
+    for (int64_t i = 0; i < seqs.size(0); ++i) {
+      const auto row = generated_row(seqs[i], inv.cfg.t5.pad_token_id);
+      lengths.push_back(static_cast<int64_t>(row.size()));
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
     progress.update(static_cast<int64_t>(out.size()), what);
   }
-  return gather_in_order(comm, out);
+  Decoded d;
+  d.texts = gather_in_order(comm, out);
+  const std::vector<int64_t> all_len = gather_in_order(comm, lengths), all_ids = gather_in_order(comm, flat);
+  size_t at = 0;
+  for (int64_t n : all_len) {
+    d.ids.emplace_back(all_ids.begin() + at, all_ids.begin() + at + n);
+    at += n;
+  }
+  return d;
 }
 
 std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vector<std::string>& texts) {
@@ -362,9 +398,10 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
     if (!r.inv) continue;
     // Each inverter-only row memoises its texts: its corrected row starts from them instead of decoding again.
     s.push_back({row.system, row.reference, [c, row, r](const EvalSplit& sp) {
-                   std::vector<std::string> t = decode_texts(*c, *r.inv, row_input(*c, row, r, sp), row.system);
-                   (*c->decoded)[row.system + "/" + sp.name] = t;
-                   return texts_run(std::move(t));
+                   Decoded d = decode_hypotheses(*c, *r.inv, row_input(*c, row, r, sp), row.system);
+                   (*c->decoded)[row.system + "/" + sp.name] = d.texts;
+                   (*c->decoded_ids)[row.system + "/" + sp.name] = std::move(d.ids);
+                   return texts_run(std::move(d.texts));
                  }});
   }
   return s;

@@ -1,5 +1,6 @@
 // What `daei eval` evaluates: the trained models of a run directory, loaded once, and the systems built on them.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,8 @@ class Embedder;
 class CorrectorImpl;
 class BowInverterImpl;
 class Release;
+class NoisyEmbedder;
+struct CorrectorCall;
 
 // The σ the attack calls its DAE at, one rule for the systems, the DAE table, `eval --split FILE` and the sweep: the
 // σ the split was noised at (EvalSplit::sigma: its cache manifest's, which is the run's release σ, embedder.sigma or
@@ -74,6 +77,14 @@ struct EvalContext {
   // copies of a context (the corrected rows' closures hold one).
   std::shared_ptr<std::map<std::string, std::vector<std::string>>> decoded =
       std::make_shared<std::map<std::string, std::vector<std::string>>>();
+  // The same texts' generated ids (decoder start first, trailing pads dropped): an imported vec2text corrector reads
+  // its hypotheses as generate() gave them (issue 67).
+  std::shared_ptr<std::map<std::string, std::vector<std::vector<int64_t>>>> decoded_ids =
+      std::make_shared<std::map<std::string, std::vector<std::vector<int64_t>>>>();
+  // Called after every corrector call of every corrected row (`daei invert --dump-logits`; empty: none). Shared by
+  // the copies of a context, so it can be set after the rows are built.
+  std::shared_ptr<std::function<void(const CorrectorCall&)>> observe_corrector =
+      std::make_shared<std::function<void(const CorrectorCall&)>>();
 
  private:
   std::shared_ptr<const Release> release_;  // never null
@@ -92,6 +103,19 @@ std::vector<std::string> reference_texts(const EvalContext& ctx, const std::vect
 // one process, so the same texts on any world size), and every rank gets every text in row order.
 std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e,
                                       const std::string& what);
+// decode_texts with each text's generated ids (decoder start first, trailing pads dropped), in the same order.
+struct Decoded {
+  std::vector<std::string> texts;
+  std::vector<std::vector<int64_t>> ids;
+};
+Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e, const std::string& what);
+
+// The imported rows (eval.imported, issue 49) of a `daei import vec2text` folder `dir` into `c` (its tok, decoding,
+// max_length_eval and batch_size set): imported-inverter, and imported-vec2text (its corrector over that inverter,
+// querying `release` with the correct.* options) when the folder holds a corrector. `dim`: the embeddings' dimension;
+// `key` names the folder's origin in refusals. `daei invert --imported DIR` runs them without a trained run.
+void add_imported_systems(const Config& cfg, EvalContext& c, const std::string& dir, int64_t dim,
+                          const std::string& key, const std::function<std::shared_ptr<NoisyEmbedder>()>& release);
 // DAE(y, σ) in batches.
 at::Tensor denoise(Dae& dae, const at::Tensor& y, double sigma);
 

@@ -69,6 +69,17 @@ GenerateOutput CorrectorImpl::generate(const at::Tensor& target_e, const at::Ten
   return t5_generate(*t5, x, mask, opt);
 }
 
+at::Tensor CorrectorImpl::first_step_logits(const at::Tensor& target_e, const at::Tensor& hyp_e,
+                                            const at::Tensor& hyp_ids) {
+  torch::NoGradGuard ng;
+  auto [x, mask] = encoder_inputs(target_e, hyp_e, hyp_ids);
+  // One label a row: the decoder then reads shift_right(labels) = the start token alone.
+  auto labels = torch::full({x.size(0), 1}, cfg.t5.eos_token_id, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  return t5->forward(x, mask, labels).logits.select(1, 0).to(torch::kFloat32);
+}
+
+const char* hypothesis_ids_name(HypothesisIds h) { return h == HypothesisIds::vec2text ? "vec2text" : "daei"; }
+
 namespace {
 // net.0.weight (our EmbeddingTransform) <-> embedding_transform_1.0.weight (vec2text).
 void put_heads(TensorMap& out, const std::string& name, const torch::nn::Module& m) {
@@ -96,6 +107,7 @@ void CorrectorImpl::save(const std::string& dir) const {
          {"dim", cfg.dim},
          {"num_repeat_tokens", cfg.repeat},
          {"layer_norm_eps", cfg.layer_norm_eps},
+         {"hypothesis_ids", hypothesis_ids_name(cfg.hypothesis_ids)},
          {"encoder_input", "[eos, T1(e)xR, eos, T3(e_hyp)xR, eos, T2(e-e_hyp)xR, eos, hypothesis tokens], LayerNorm"}};
   write_file_atomic(dir + "/corrector.json", j.dump(2) + "\n");
 }
@@ -108,6 +120,9 @@ std::shared_ptr<CorrectorImpl> CorrectorImpl::load(const std::string& dir) {
   c.dim = j.at("dim").get<int64_t>();
   c.repeat = j.at("num_repeat_tokens").get<int64_t>();
   c.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
+  const std::string hyp = j.value("hypothesis_ids", "daei");
+  DAEI_CHECK(hyp == "daei" || hyp == "vec2text", "{}/corrector.json: hypothesis_ids is '{}' (daei or vec2text)", dir, hyp);
+  c.hypothesis_ids = hyp == "vec2text" ? HypothesisIds::vec2text : HypothesisIds::daei;
   c.t5 = T5Config::from_file(dir + "/config.json");
   auto m = std::make_shared<CorrectorImpl>(c);
   m->t5->load_weights(dir + "/model.safetensors");

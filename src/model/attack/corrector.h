@@ -25,10 +25,22 @@
 
 namespace daei {
 
+// How a hypothesis' tokens are laid out for the corrector (issue 67); the correction loop builds them
+// (eval/correction.h: hypothesis_batch).
+//   daei:     the text's pieces then eos, no leading pad (the tokenizer's encode); daei's own correctors are trained
+//             and evaluated with it (stage 4's hypotheses), so they keep it: changing it changes their results.
+//   vec2text: the ids as generate() returned them: the decoder-start pad first (masked out by ids != pad), eos only
+//             when decoding ended before max_length (vec2text's trainers/corrector.py feeds the corrector that way);
+//             every imported vec2text corrector reads them so.
+enum class HypothesisIds { daei, vec2text };
+
+const char* hypothesis_ids_name(HypothesisIds h);  // "daei" / "vec2text", as corrector.json writes it
+
 struct CorrectorConfig {
   int64_t dim = 768;    // embedding dimension d
   int64_t repeat = 16;  // R
   double layer_norm_eps = 1e-5;  // torch.nn.LayerNorm's default, as vec2text
+  HypothesisIds hypothesis_ids = HypothesisIds::daei;  // corrector.json "hypothesis_ids" (absent: daei)
   T5Config t5;
 };
 
@@ -49,6 +61,8 @@ class CorrectorImpl : public torch::nn::Module {
   // b*R+r. Runs under NoGradGuard; call eval() first.
   GenerateOutput generate(const at::Tensor& target_e, const at::Tensor& hyp_e, const at::Tensor& hyp_ids,
                           const GenerateOptions& opt);
+  // The logits of the first decoding step (decoder start token only): float32 (B, vocab). No grad.
+  at::Tensor first_step_logits(const at::Tensor& target_e, const at::Tensor& hyp_e, const at::Tensor& hyp_ids);
 
   void save(const std::string& dir) const;
   // In eval mode, on the CPU.

@@ -44,6 +44,9 @@ ImportedModels load_imported_models(const std::string& dir, int64_t run_dim, con
   check_tokenizer_fits(inv_dir, m.inverter->cfg.t5.vocab_size, tok, key);
   if (file_exists(cor_dir + "/corrector.json")) {
     m.corrector = CorrectorImpl::load(cor_dir);
+    // A vec2text corrector whatever its corrector.json says: folders imported before issue 67 have no
+    // hypothesis_ids and would read as daei's convention.
+    m.corrector->cfg.hypothesis_ids = HypothesisIds::vec2text;
     check_dim_fits(cor_dir, m.corrector->cfg.dim, run_dim, key);
     check_tokenizer_fits(cor_dir, m.corrector->cfg.t5.vocab_size, tok, key);
   }

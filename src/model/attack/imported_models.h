@@ -31,7 +31,7 @@ struct ImportedModels {
   std::shared_ptr<InverterImpl> inverter;
   std::shared_ptr<CorrectorImpl> corrector;
 };
-// Loads it in eval mode, refusing a missing folder, an embedding dimension other than `run_dim` or another tokenizer.
+// Loads it in eval mode (the corrector reads vec2text's hypothesis ids: corrector.h, HypothesisIds), refusing a missing folder, an embedding dimension other than `run_dim` or another tokenizer.
 ImportedModels load_imported_models(const std::string& dir, int64_t run_dim, const SpmTokenizer& tok,
                                     const std::string& key);
 

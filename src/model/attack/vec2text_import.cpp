@@ -219,6 +219,7 @@ std::shared_ptr<CorrectorImpl> load_vec2text_corrector(const std::string& dir) {
                "embedding_transform_{{1,2,3}}.{{0,3}}.*, layernorm.*)", src, k);
   }
   CorrectorConfig c;
+  c.hypothesis_ids = HypothesisIds::vec2text;  // it was trained on generate()'s ids (issue 67); saved with it
   c.t5 = vec2text_t5_config(ck.tensors, kT5Prefix, src);
   const at::Tensor& w0 = need(ck.tensors, "embedding_transform_1.0.weight", src, 2);
   c.dim = w0.size(1);
