@@ -5,7 +5,7 @@
 # rows imported-inverter and imported-vec2text are in results.json (every column, intervals, floors), results.md and
 # samples.md, and the rows an eval without the key writes are unchanged. Refused in one line: a corrector of another
 # embedding dimension (the fixture's is vec2text's hard-coded 768), a missing folder, pretrain with init_from, and a
-# change of inverter.init_from once the noisy inverter is trained.
+# change of inverter.init_from once the noisy inverter is trained. Then `daei invert --imported` with no trained run.
 set -euo pipefail
 # shellcheck source=tests/support/e2e_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_common.sh"
@@ -147,4 +147,35 @@ assert "| imported-inverter (reference) |" in md and "| imported-vec2text (refer
 assert "- `imported-inverter`: " in samples and "- `imported-vec2text`: " in samples
 print("imported rows:", {k: round(s[k]["bleu"], 4) for k in ("imported-inverter", "imported-vec2text", "noisy-inverter")})
 PY
+# daei invert --imported (issue 67): the imported models alone under a run name that holds nothing (the tokenizer
+# named by inverter.tokenizer), imported-vec2text by default; --dump-logits writes the first round's corrector inputs
+# (vec2text's layout: the decoder-start pad first) and first-step logits.
+/usr/bin/python3 -c "
+import json, random
+r = random.Random(5)
+for _ in range(3): print(json.dumps({'embedding': [r.gauss(0, 1) for _ in range(24)]}))" >"$T/emb24.jsonl"
+"$D" invert "${SET[@]}" --set run.name=no-run --set "inverter.tokenizer=$R/tokenizer/spm.model" \
+  --imported "$T/imported" --input "$T/emb24.jsonl" --output "$T/inv.jsonl" --dump-logits "$T/logits.safetensors" \
+  >"$T/invert.log" 2>&1 || { tail -20 "$T/invert.log"; fail "invert --imported"; }
+[[ $(wc -l <"$T/inv.jsonl") == 3 ]] && grep -q '"system":"imported-vec2text"' "$T/inv.jsonl" ||
+  { cat "$T/inv.jsonl"; fail "invert --imported: not 3 imported-vec2text texts"; }
+[[ ! -e $T/no-run/stage2 && ! -e $T/no-run/tokenizer ]] || fail "invert --imported trained something"
+/usr/bin/python3 - "$T/logits.safetensors" <<'PY'
+import json, struct, sys
+blob = open(sys.argv[1], "rb").read()
+h = json.loads(blob[8:8 + struct.unpack("<Q", blob[:8])[0]])
+assert h["logits"]["shape"] == [3, 40], h["logits"]
+assert h["target"]["shape"] == [3, 24] and h["hypothesis_embedding"]["shape"] == [3, 24], h
+ids = h["hypothesis_ids"]
+b, e = ids["data_offsets"]
+data = blob[8 + struct.unpack("<Q", blob[:8])[0]:]
+rows, width = ids["shape"]
+vals = struct.unpack("<%dq" % (rows * width), data[b:e])
+assert all(vals[i * width] == 0 for i in range(rows)), vals  # the decoder-start pad first
+print("invert --imported: logits", h["logits"]["shape"], "hypothesis ids", [vals[i * width:(i + 1) * width] for i in range(rows)])
+PY
+"$D" invert "${SET[@]}" --set run.name=no-run --set "inverter.tokenizer=$R/tokenizer/spm.model" \
+  --imported "$T/imported" --system imported-inverter --input "$T/emb24.jsonl" --output "$T/inv0.jsonl" \
+  >>"$T/invert.log" 2>&1 && grep -q '"system":"imported-inverter"' "$T/inv0.jsonl" ||
+  { tail -20 "$T/invert.log"; fail "invert --imported --system imported-inverter"; }
 echo "imported_rows_toy: OK ($((SECONDS - t0)) s for the run and evals)"
