@@ -8,7 +8,7 @@
 # then `daei eval` in each (no sweep, no per-round tables, no zsinvert: the other rows are the quickstart's own), and
 # writes results/content.{md,json} with studies/content/summary.py. Wall time of each step in NAME-bow/timing.json.
 #   bash studies/content/run.sh RUN_DIR --long STEPS
-# once the above has run: bow-noisy and bow-clean again at bow.steps STEPS (held-out content F1 every 500 steps) in
+# once the above has run: bow-noisy, bow-clean and bow-dae again at bow.steps STEPS (held-out content F1 every 500 steps) in
 # NAME-bow-STEPS, points of the frontier only (the rows stay at the one budget); the summary is written again with them.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
@@ -36,6 +36,8 @@ timing_file=$root/$name-bow/timing.jsonl
 step() {  # RUN_NAME LABEL ARGS...: one daei command on NP ranks, its wall time appended to timing.jsonl
   local run=$1 label=$2 t0
   shift 2
+  # A finished training stage is skipped (its time stays the one recorded when it ran).
+  [[ $label != eval && -d $root/$run/$label/final ]] && { echo "content: $run/$label is done, skipped"; return 0; }
   t0=$(date +%s%N)
   daei "$@" --config "$CONFIG" --set run.root="$root" --set run.name="$run" --set bow.enabled=true \
     --set reference.enabled=true >"$root/$run/$label.log" 2>&1 || { tail -20 "$root/$run/$label.log"; return 1; }
@@ -64,17 +66,16 @@ summary() {
     --out results/content --command "bash studies/content/run.sh $RUN${LONG:+ --long $LONG}"
 }
 if [[ -n ${LONG} ]]; then
-  timing_file=$root/$name-bow-${LONG}/timing.jsonl
-  rm -f "$timing_file"
+  timing_file=$root/$name-bow-${LONG}/timing.jsonl  # appended to: a second run adds the stages it trains
   long=(--set bow.steps="${LONG}" --set bow.eval_every=500)
   # shellcheck disable=SC2016
   pair 'step "$name-bow-$LONG" bow-noisy train --stage bow-noisy "${long[@]}"' \
     'step "$name-bow-$LONG" bow-clean train --stage bow-clean "${long[@]}"'
+  step "$name-bow-$LONG" bow-dae train --stage bow-dae "${long[@]}"
   step "$name-bow-$LONG" eval eval "${no_extras[@]}" "${long[@]}"
   summary
   exit 0
 fi
-rm -f "$timing_file"
 probe=(--set bow.depth=0)
 # The steps are quoted for pair()'s eval, which expands them.
 # shellcheck disable=SC2016
