@@ -153,8 +153,11 @@ def main():
         md.append("| %s%s | %s |" % (k, note, " | ".join([cells[0], cells[1], cells[2], cells[3]])))
     # Headline pairs.
     md += ["", "## Pairs (content F1, paired on the same texts)", "", "| pair | diff [95 % CI] |", "|---|---|"]
+    long_pairs = [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows if k.startswith("bow-dae@")] + \
+                 [(k, k.split("@")[0]) for k in long_rows]
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
-                 ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean")):
+                 ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean"),
+                 *long_pairs):
         if x in rows and y in rows:
             d = paired(*aligned(rows[x][1], sysname(x), rows[y][1], sysname(y), "content_f1"))
             out["pairs"]["%s − %s (content_f1)" % (x, y)] = d
