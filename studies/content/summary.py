@@ -7,8 +7,11 @@ RUN is a finished quickstart run; RUN-bow and RUN-probe the bag-of-words and pro
 which share RUN's caches, so every row is scored on the same test texts beside the same floors. Reads each run's
 eval/results.json and eval/recoveries.jsonl; the paired intervals resample the test texts (1,000 resamples, seed 1).
 """
-import argparse, json, os, platform, random, subprocess, sys
+import argparse, json, os, platform, random, sys
 from datetime import datetime, timezone
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
+from summary_lib import bf16_isa, cpu_model, git_revision  # noqa: E402
 
 SPLIT = "test"
 MAIN = ["clean-to-clean", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected", "joint-no-corrector", "daei"]
@@ -62,10 +65,7 @@ def fmt_ci(s, k):
 
 
 def machine():
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
-    isa = [f for f in ("avx512_bf16", "amx_bf16") if f in flags.split()]
-    return "%s, %d vCPUs, %s, bf16 ISA: %s" % (cpu, os.cpu_count(), platform.platform(terse=True), ", ".join(isa) or "none")
+    return "%s, %d vCPUs, %s, bf16 ISA: %s" % (cpu_model(), os.cpu_count(), platform.platform(terse=True), bf16_isa())
 
 
 def main():
@@ -110,7 +110,7 @@ def main():
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
             [k for k in ("bow-noisy", "bow-dae", "bow-clean", "probe-noisy", "probe-clean") if k in rows] + long_rows + \
             [k for k in sorted(rows) if k not in MAIN and not k.startswith(("bow-", "probe-", "floor-")) and "@" not in k]
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rev = git_revision()
     n = len(truths)
     md = ["# Content words: what each row recovers of what a text is about", "",
           "- command: `%s` (after `bash launch/quickstart.sh`)" % a.command,
