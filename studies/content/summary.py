@@ -203,7 +203,8 @@ def main():
                                         "core_hours": hours, "heldout_content_f1": f1})
     md.append("")
     # Samples: every 30th text.
-    show = [k for k in ("floor-retrieval", "clean-to-clean", "noisy-vec2text", "daei", "bow-noisy", "bow-dae") if k in rows]
+    show = [k for k in ("floor-retrieval", "clean-to-clean", "noisy-vec2text", "daei", "bow-noisy", "bow-dae", "bow-clean")
+            if k in rows]
     md += ["## Samples (every 30th test text, i = 0, 30, …: a fixed rule; each recovery with its content F1; "
            "eval/samples.md of each run marks the recovered content words)", ""]
     for i in range(0, n, 30):
