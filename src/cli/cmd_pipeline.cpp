@@ -124,7 +124,7 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
   std::vector<std::string> keys{"stage1", "stage2", "stage3", "stage4"};
   if (ctx.config.flag("zsinvert.enabled")) keys.push_back("lm");
   if (ctx.config.flag("pretrain.enabled")) keys.push_back("pretrain");
-  if (ctx.config.flag("bow.enabled")) keys.push_back("bow");
+  if (ctx.config.flag("bow.enabled")) keys.push_back("bow");  // and the guided inverters' fold models
   for (const std::string& k : keys) {
     const int64_t B = ctx.config.integer(k + ".batch_size"), A = ctx.config.integer(k + ".grad_accum");
     const int64_t steps = ctx.config.integer(k + ".steps");

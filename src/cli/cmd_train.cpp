@@ -18,6 +18,7 @@
 #include "model/release/release.h"
 #include "stages/loop/data_source.h"
 #include "stages/recipes/bow.h"
+#include "stages/recipes/guided.h"
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/stage2.h"
 #include "stages/recipes/stage3.h"
@@ -227,25 +228,52 @@ int train_embedder(Context& ctx, const TrainCommand& cmd, const std::string& sta
   return s.run();
 }
 
+// The inputs of a bag-of-words or guided stage by its input ("noisy", "dae", "clean"): the training rows and val's.
+std::pair<InverterTrainData, InverterTrainData> words_stage_inputs(Context& ctx, const std::string& input) {
+  const RunLayout layout(ctx.run_dir);
+  if (input == "clean")
+    return {clean_train_data(ctx.config, ctx.run_dir), clean_split_data(ctx.config, ctx.run_dir, "val")};
+  auto val = noisy_split(ctx, "val");
+  if (input == "dae") {
+    const std::string dae = layout.final_dae("stage1");
+    return {denoised_data(noisy_split(ctx, "train"), dae), denoised_data(val, dae)};
+  }
+  return {noisy_data(noisy_split(ctx, "train")), noisy_data(val)};
+}
+
 // The bag-of-words inverters (stages/recipes/bow.h): y, DAE₁(y) or (reference) clean inputs; k is chosen on val rows
 // prepared the same way, so val's cache must exist.
 int train_bow(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, const std::string& tag) {
-  const RunLayout layout(ctx.run_dir);
-  auto val = heldout_split(ctx);
-  DAEI_CHECK(val, "train --stage {} chooses its k on the val split: {} is missing", tag, layout.cache("val"));
-  InverterTrainData data, held;
-  if (tag == "bow-clean") {
-    data = clean_train_data(ctx.config, ctx.run_dir);
-    held = clean_split_data(ctx.config, ctx.run_dir, "val");
-  } else if (tag == "bow-dae") {
-    data = denoised_data(noisy_split(ctx, "train"), layout.final_dae("stage1"));
-    held = denoised_data(val, layout.final_dae("stage1"));
-  } else {
-    data = noisy_data(noisy_split(ctx, "train"));
-    held = noisy_data(val);
-  }
+  DAEI_CHECK(heldout_split(ctx), "train --stage {} chooses its k on the val split: {} is missing", tag,
+             RunLayout(ctx.run_dir).cache("val"));
+  auto [data, held] = words_stage_inputs(ctx, tag.substr(std::string("bow-").size()));
   BowStage s(ctx.config, *ctx.comm, tag, stage_dir, std::move(data), std::move(held), cmd.resume, cmd.force);
   return s.run();
+}
+
+// The guided inverters (stages/recipes/guided.h): the fold models' guides on the training rows, the bow stage's own
+// model's on val; stage 2's budget, a fresh inverter as stage 2's.
+int train_guided(Context& ctx, const TrainCommand& cmd, const std::string& stage_dir, const std::string& input) {
+  const RunLayout layout(ctx.run_dir);
+  const std::string tag = "guided-" + input, bow_stage = "bow-" + input;
+  DAEI_CHECK(heldout_split(ctx), "train --stage {} chooses its fold models' answers on the val split: {} is missing",
+             tag, layout.cache("val"));
+  DAEI_CHECK(layout.stage_complete(bow_stage), "train --stage {} is guided by {}'s model: train --stage {} first",
+             tag, bow_stage, bow_stage);
+  auto [data, val] = words_stage_inputs(ctx, input);
+  const GuidedOptions o = GuidedOptions::from_config(ctx.config);
+  std::vector<std::string> lines;
+  if (const int rc = fold_guidance(ctx.config, *ctx.comm, tag, stage_dir, data, val, cmd.resume, cmd.force, lines))
+    return rc;
+  auto bow = load_bow_inverter(layout.stage_final(bow_stage) + "/bow").ptr();
+  InverterBudget budget;
+  budget.guide_words = o.words;
+  budget.guide_bow = bow_stage;
+  budget.guide_pieces = o.max_pieces;
+  auto held = with_guides(val, bow, o.words);
+  return train_inverter(ctx, cmd, tag, stage_dir,
+                        with_guides(data, std::make_shared<const std::vector<std::string>>(std::move(lines))),
+                        [held] { return held; }, budget);
 }
 
 using TrainFunction = std::function<int(Context&, const TrainCommand&, const std::string&)>;
@@ -270,6 +298,9 @@ TrainFunction train_function(const StageSpec& s) {
       {"bow-noisy", [](Context& c, const TrainCommand& t, const std::string& d) { return train_bow(c, t, d, "bow-noisy"); }},
       {"bow-dae", [](Context& c, const TrainCommand& t, const std::string& d) { return train_bow(c, t, d, "bow-dae"); }},
       {"bow-clean", [](Context& c, const TrainCommand& t, const std::string& d) { return train_bow(c, t, d, "bow-clean"); }},
+      {"guided-noisy", [](Context& c, const TrainCommand& t, const std::string& d) { return train_guided(c, t, d, "noisy"); }},
+      {"guided-dae", [](Context& c, const TrainCommand& t, const std::string& d) { return train_guided(c, t, d, "dae"); }},
+      {"guided-clean", [](Context& c, const TrainCommand& t, const std::string& d) { return train_guided(c, t, d, "clean"); }},
   };
   const auto it = f.find(s.name);
   DAEI_CHECK(it != f.end(), "stage {} is in the stage catalogue but has no train function in src/cli/cmd_train.cpp",
@@ -346,7 +377,8 @@ void validate_command(Context& ctx, const TrainCommand& cmd) {
     DAEI_CHECK(layout.cache_complete(c->hyp_split),
                "train --stage {} needs {} (run `daei hypotheses --for {}`)", cmd.stage, layout.cache(c->hyp_split),
                c->stage);
-  if (cmd.stage == "clean-inverter" || cmd.stage == "bow-clean") require_clean_train_reference(ctx.config, ctx.run_dir);
+  if (cmd.stage == "clean-inverter" || cmd.stage == "bow-clean" || cmd.stage == "guided-clean")
+    require_clean_train_reference(ctx.config, ctx.run_dir);
   if (e.fresh_inverter) init_from_folder(ctx.config);  // its shape is checked once the tokenizer is known (stage2.h)
   require_pretrained_start(ctx, cmd.stage);
 }
@@ -392,7 +424,8 @@ DAEI_SUBCOMMAND(train_spec(
     "its corrector (the dae-corrected-continued row, dae-corrected at daei's inverter steps); lm: the generator of "
     "zsinvert, trained on texts only; embedder: a contextual sentence embedder (pretrain's T5 encoder, SimCSE on the training texts), "
     "exported as a sentence-transformers directory); bow-noisy, bow-dae, bow-clean: bag-of-words inverters (an MLP to the "
-    "training texts' content words) on y, DAE(y) and clean embeddings (reference); --resume continues from the newest checkpoint",
+    "training texts' content words) on y, DAE(y) and clean embeddings (reference); guided-noisy, guided-dae, guided-clean: "
+    "T5 inverters that also read the matching bow stage's top words (fold models' on the training rows); --resume continues from the newest checkpoint",
     add_flags));
 
 DAEI_SUBCOMMAND(train_spec("pretrain",

@@ -173,7 +173,11 @@ const std::vector<Rule>& rules() {
       {"stage4.", budget_of("stage4")},  // every corrector shares stage 4's budget
       {"lm.", {"lm"}},           // zsinvert's generator
       {"bow.enabled", {}},       // whether the bag-of-words rows run, not what any saved work computed
-      {"bow.", budget_of("bow")},  // the bag-of-words inverters share one budget (k_max, k_rows: their final k)
+      // The bag-of-words inverters share one budget (k_max, k_rows: their final k); the guided inverters' fold models
+      // are trained on it too.
+      {"bow.", plus(budget_of("bow"), {"guided-noisy", "guided-dae", "guided-clean"})},
+      {"guided.enabled", {}},  // whether the guided rows run, not what any saved work computed
+      {"guided.", {"guided-noisy", "guided-dae", "guided-clean"}},
       {"embedder_train.", {"embedder"}},  // the contextual embedder (a GTR stand-in)
       // Where every fresh inverter and corrector starts (warm-started correctors and stage 3 follow their inverter).
       {"pretrain.", stage_folders([](const StageSpec& s) { return s.pretrain_fed; })},

@@ -28,6 +28,7 @@
 #include "stages/recipes/stage1.h"
 #include "stages/recipes/catalogue.h"
 #include "model/attack/bow.h"
+#include "stages/recipes/guided.h"
 #include "stages/recipes/shared_options.h"
 #include "stages/recipes/stage4.h"
 
@@ -297,7 +298,10 @@ std::vector<std::string> decode_texts(const EvalContext& ctx, InverterImpl& inv,
   return decode_hypotheses(ctx, inv, e, what).texts;
 }
 
-Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e, const std::string& what) {
+Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e, const std::string& what,
+                          const std::vector<std::string>* guides) {
+  DAEI_CHECK(!guides || static_cast<int64_t>(guides->size()) == e.size(0), "eval: {} guide lines for {} rows",
+             guides ? guides->size() : 0, e.size(0));
   inv.eval();
   GenerateOptions g = ctx.decoding;
   g.max_length = ctx.max_length_eval;
@@ -307,7 +311,13 @@ Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::T
   std::vector<int64_t> lengths, flat;  // this rank's id rows, flattened for the gather
   Progress progress("eval", mine.size(), "text", 10.0);
   for (const ItemRange& batch : blocks_of(mine, ctx.batch_size)) {
-    const at::Tensor seqs = inv.generate(e.slice(0, batch.begin, batch.end), g).cpu();
+    InverterGuide guide;
+    if (guides) {
+      const auto b = ctx.tok->encode_batch({guides->begin() + batch.begin, guides->begin() + batch.end},
+                                           inv.cfg.guide_pieces);
+      guide = {b.input_ids, b.attention_mask};
+    }
+    const at::Tensor seqs = inv.generate(e.slice(0, batch.begin, batch.end), g, guides ? &guide : nullptr).cpu();
     for (auto& t : ctx.tok->decode_batch(seqs)) out.push_back(std::move(t));
     for (int64_t i = 0; i < seqs.size(0); ++i) {
       const auto row = generated_row(seqs[i], inv.cfg.t5.pad_token_id);
@@ -396,9 +406,22 @@ std::vector<SystemSpec> available_systems(const EvalContext& ctx) {
     }
     const InverterRow r = inverter_row(ctx, row);
     if (!r.inv) continue;
+    // A guided inverter reads its bow stage's top words of the same input (stages/recipes/guided.h).
+    std::shared_ptr<BowInverterImpl> guide_bow;
+    if (r.inv->cfg.guide_words > 0) {
+      auto it = ctx.bows.find(r.inv->cfg.guide_bow);
+      if (it == ctx.bows.end()) {
+        LOG_WARN("[eval] {}: no {}/final/bow to guide it: row left out", row.system, r.inv->cfg.guide_bow);
+        continue;
+      }
+      guide_bow = it->second;
+    }
     // Each inverter-only row memoises its texts: its corrected row starts from them instead of decoding again.
-    s.push_back({row.system, row.reference, [c, row, r](const EvalSplit& sp) {
-                   Decoded d = decode_hypotheses(*c, *r.inv, row_input(*c, row, r, sp), row.system);
+    s.push_back({row.system, row.reference, [c, row, r, guide_bow](const EvalSplit& sp) {
+                   const at::Tensor e = row_input(*c, row, r, sp);
+                   std::vector<std::string> guides;
+                   if (guide_bow) guides = guide_lines(*guide_bow, e, r.inv->cfg.guide_words);
+                   Decoded d = decode_hypotheses(*c, *r.inv, e, row.system, guide_bow ? &guides : nullptr);
                    (*c->decoded)[row.system + "/" + sp.name] = d.texts;
                    (*c->decoded_ids)[row.system + "/" + sp.name] = std::move(d.ids);
                    return texts_run(std::move(d.texts));

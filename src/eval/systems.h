@@ -108,7 +108,9 @@ struct Decoded {
   std::vector<std::string> texts;
   std::vector<std::vector<int64_t>> ids;
 };
-Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e, const std::string& what);
+// A guided inverter (its cfg.guide_words > 0) reads `guides`, a guide line a row of e (stages/recipes/guided.h).
+Decoded decode_hypotheses(const EvalContext& ctx, InverterImpl& inv, const at::Tensor& e, const std::string& what,
+                          const std::vector<std::string>* guides = nullptr);
 
 // The imported rows (eval.imported, issue 49) of a `daei import vec2text` folder `dir` into `c` (its tok, decoding,
 // max_length_eval and batch_size set): imported-inverter, and imported-vec2text (its corrector over that inverter,

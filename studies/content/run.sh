@@ -10,14 +10,20 @@
 #   bash studies/content/run.sh RUN_DIR --long STEPS
 # once the above has run: bow-noisy, bow-clean and bow-dae again at bow.steps STEPS (held-out content F1 every 500 steps) in
 # NAME-bow-STEPS, points of the frontier only (the rows stay at the one budget); the summary is written again with them.
+#   bash studies/content/run.sh RUN_DIR --guided
+# once the first form has run: the T5 inverters guided by the bag of words (guided-noisy, guided-dae, guided-clean;
+# stages/recipes/guided.h) in NAME-bow, three at once (each: 2 fold models at bow.*'s budget, then stage 2's budget),
+# then eval in NAME-bow again and the summary.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:-runs/quickstart}
-LONG=
-if [[ ${2:-} == --long ]]; then
+LONG='' GUIDED=''
+if [[ ${2:-} == --guided ]]; then
+  GUIDED=1
+elif [[ ${2:-} == --long ]]; then
   LONG=${3:?--long needs a number of steps}
   [[ ${LONG} =~ ^[1-9][0-9]*$ ]] || { echo "content: --long ${LONG}: not a number of steps" >&2; exit 2; }
 fi
@@ -52,19 +58,30 @@ for suffix in "${suffixes[@]}"; do
     [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"
   done
 done
-pair() {  # two steps at once (a core each); fails when either fails
-  local a b
-  eval "$1" & a=$!
-  eval "$2" & b=$!
-  wait "$a" && wait "$b"
+pair() {  # steps at once (two: a core each); fails when any fails
+  local pids=() p ok=0
+  for c in "$@"; do eval "$c" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || ok=1; done
+  return "$ok"
 }
 no_extras=(--set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
 summary() {
   local long=()
   for d in "$root/$name"-bow-[0-9]*; do [[ -d $d ]] && long+=(--long "$d"); done
   /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
-    --out results/content --command "bash studies/content/run.sh $RUN${LONG:+ --long $LONG}"
+    --out results/content --command "bash studies/content/run.sh $RUN${LONG:+ --long $LONG}${GUIDED:+ --guided}"
 }
+if [[ -n ${GUIDED} ]]; then
+  [[ -d $root/$name-bow/bow-noisy/final && -d $root/$name-bow/bow-dae/final && -d $root/$name-bow/bow-clean/final ]] ||
+    { echo "content: --guided needs $root/$name-bow's bow stages (run the first form first)" >&2; exit 2; }
+  # shellcheck disable=SC2016
+  pair 'step "$name-bow" guided-noisy train --stage guided-noisy --set guided.enabled=true' \
+    'step "$name-bow" guided-dae train --stage guided-dae --set guided.enabled=true' \
+    'step "$name-bow" guided-clean train --stage guided-clean --set guided.enabled=true'
+  step "$name-bow" eval eval "${no_extras[@]}"
+  summary
+  exit 0
+fi
 if [[ -n ${LONG} ]]; then
   timing_file=$root/$name-bow-${LONG}/timing.jsonl  # appended to: a second run adds the stages it trains
   long=(--set bow.steps="${LONG}" --set bow.eval_every=500)

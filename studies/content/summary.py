@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from summary_lib import bf16_isa, cpu_model, git_revision  # noqa: E402
 
 SPLIT = "test"
+GUIDED = ["guided-noisy", "guided-dae", "guided-clean"]
 MAIN = ["clean-to-clean", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected", "joint-no-corrector", "daei"]
 
 
@@ -59,6 +60,26 @@ def curve(run, stage, seconds):
              j["eval"]["heldout_content_f1"]) for j in lines if "eval" in j]
 
 
+def guided_target(rows):
+    """The target row 'guided inverter above bow on the same input in token F1, with clean BLEU >= 0.10'."""
+    if not any(g in rows for g in GUIDED):
+        return "| guided inverter above bow on the same input (token F1), clean BLEU ≥ 0.10 | not run | **no** |"
+    parts, ok = [], True
+    for g in GUIDED:
+        b = g.replace("guided-", "bow-")
+        if g in rows and b in rows:
+            d = paired(*aligned(rows[g][1], g, rows[b][1], b, "token_f1"))
+            parts.append("%s − %s %+.3f [%+.3f, %+.3f]" % (g, b, *d))
+            ok = ok and d[1] > 0
+        else:
+            ok = False
+    bleu = rows["guided-clean"][0]["bleu"] if "guided-clean" in rows else float("nan")
+    parts.append("guided-clean BLEU %.3f" % bleu)
+    ok = ok and bleu >= 0.10
+    return "| guided inverter above bow on the same input (token F1), clean BLEU ≥ 0.10 | %s | %s |" % (
+        "; ".join(parts), "yes" if ok else "**no**")
+
+
 def fmt_ci(s, k):
     lo, hi = s[k + "_ci"]
     return "%.3f [%.3f, %.3f]" % (s[k], lo, hi)
@@ -90,7 +111,7 @@ def main():
     S = dict(q_res["splits"][SPLIT]["systems"])
     rows = {k: (S[k], q_rec) for k in S}
     for k, v in b_res["splits"][SPLIT]["systems"].items():
-        if k.startswith("bow-"):
+        if k.startswith(("bow-", "guided-")):
             rows[k] = (v, b_rec)
     for k, v in p_res["splits"][SPLIT]["systems"].items():
         if k.startswith("bow-"):
@@ -109,7 +130,9 @@ def main():
                 long_rows.append("%s@%s" % (k, steps))
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
             [k for k in ("bow-noisy", "bow-dae", "bow-clean", "probe-noisy", "probe-clean") if k in rows] + long_rows + \
-            [k for k in sorted(rows) if k not in MAIN and not k.startswith(("bow-", "probe-", "floor-")) and "@" not in k]
+            [k for k in GUIDED if k in rows] + \
+            [k for k in sorted(rows) if k not in MAIN and not k.startswith(("bow-", "probe-", "floor-", "guided-"))
+             and "@" not in k]
     rev = git_revision()
     n = len(truths)
     md = ["# Content words: what each row recovers of what a text is about", "",
@@ -121,7 +144,8 @@ def main():
           "- content F1: token F1 on the words left once NLTK's 179 English stop words, word_tokenize's clitics and "
           "punctuation are removed, case ignored (`src/model/text/words.h`); content recall: share of the truth's "
           "content words recovered. Intervals: bootstrap over texts (1,000 resamples), not over training seeds.",
-          "- wall time of each step (1 rank, two steps at a time): " + (", ".join("%s %.0f s" % (k, v) for k, v in timing.items()) or "not recorded"),
+          "- wall time of each step (1 rank; the bow steps two at a time, the guided ones three at a time on the 2 "
+          "cores, so upper bounds): " + (", ".join("%s %.0f s" % (k, v) for k, v in timing.items()) or "not recorded"),
           "", "## Every row (test, n = %d)" % n, "",
           "| row | token F1 | content F1 | content recall | BLEU | distinct | top template |", "|---|---|---|---|---|---|---|"]
     for k in order:
@@ -134,7 +158,9 @@ def main():
            "to the words: does the embedding carry the words at all? `bow-*`: one hidden layer (bow.hidden). Both "
            "answer with their most probable content words (no function words, no order), the rule chosen on val "
            "texts (`final/bow/k_choice.json`). `bow-X@STEPS`: the same stage at bow.steps STEPS (`--long`), a point "
-           "of the frontier below, not a row of the one budget.", ""]
+           "of the frontier below, not a row of the one budget. `guided-*`: a T5 inverter of stage 2's shape and "
+           "budget that also reads the matching bow row's top guided.words words (stages/recipes/guided.h); on the "
+           "training texts those words come from fold models that did not train on them.", ""]
     # Above the floors, on content F1 and token F1.
     md += ["## Above the floors (paired on the same texts)", "", "| row | content F1 − floor-retrieval | content F1 − "
            "floor-constant | token F1 − floor-retrieval | token F1 − floor-constant |", "|---|---|---|---|---|"]
@@ -152,16 +178,22 @@ def main():
         note = "" if len(va) == n else " (first %d texts)" % len(va)
         md.append("| %s%s | %s |" % (k, note, " | ".join([cells[0], cells[1], cells[2], cells[3]])))
     # Headline pairs.
-    md += ["", "## Pairs (content F1, paired on the same texts)", "", "| pair | diff [95 % CI] |", "|---|---|"]
+    md += ["", "## Pairs (paired on the same texts)", "", "| pair | content F1 diff [95 % CI] | token F1 diff [95 % CI] |",
+           "|---|---|---|"]
     long_pairs = [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows if k.startswith("bow-dae@")] + \
                  [(k, k.split("@")[0]) for k in long_rows]
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
                  ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean"),
-                 *long_pairs):
+                 ("guided-dae", "guided-noisy"), ("guided-noisy", "bow-noisy"), ("guided-dae", "bow-dae"),
+                 ("guided-clean", "bow-clean"), ("guided-noisy", "noisy-inverter"), ("guided-dae", "dae-only"),
+                 ("guided-clean", "clean-to-clean"), *long_pairs):
         if x in rows and y in rows:
-            d = paired(*aligned(rows[x][1], sysname(x), rows[y][1], sysname(y), "content_f1"))
-            out["pairs"]["%s − %s (content_f1)" % (x, y)] = d
-            md.append("| %s − %s | %+.3f [%+.3f, %+.3f] |" % (x, y, d[0], d[1], d[2]))
+            cells = []
+            for metric in ("content_f1", "token_f1"):
+                d = paired(*aligned(rows[x][1], sysname(x), rows[y][1], sysname(y), metric))
+                out["pairs"]["%s − %s (%s)" % (x, y, metric)] = d
+                cells.append("%+.3f [%+.3f, %+.3f]" % d)
+            md.append("| %s − %s | %s | %s |" % (x, y, cells[0], cells[1]))
     # Targets of issue 65.
     noisy = [k for k in order if not k.startswith(("floor-", "probe-")) and k not in ("clean-to-clean", "bow-clean")
              and not rows[k][0].get("reference") and "@" not in k]  # targets at the one budget; @STEPS rows are frontier
@@ -176,7 +208,7 @@ def main():
                                                                      "yes" if rows[best_c][0]["content_f1"] >= 0.30 else "**no**"),
            "| best noisy attack token F1 ≥ floor-constant + 0.20 = %.3f | %.3f (%s) | %s |" %
            (fc + 0.20, rows[best_t][0]["token_f1"], best_t, "yes" if rows[best_t][0]["token_f1"] >= fc + 0.20 else "**no**"),
-           "| guided inverter above bow on the same input (token F1), clean BLEU ≥ 0.10 | not built | **no** |",
+           guided_target(rows),
            "| distinct ≥ 90 %% (best content row %s) | %.1f %% | %s |" % (best_c, 100 * rows[best_c][0]["distinct"],
                                                                      "yes" if rows[best_c][0]["distinct"] >= 0.9 else "**no**"),
            "| headline pairs with 3 training seeds | one seed | **no** |", ""]
@@ -203,8 +235,8 @@ def main():
                                         "core_hours": hours, "heldout_content_f1": f1})
     md.append("")
     # Samples: every 30th text.
-    show = [k for k in ("floor-retrieval", "clean-to-clean", "noisy-vec2text", "daei", "bow-noisy", "bow-dae", "bow-clean")
-            if k in rows]
+    show = [k for k in ("floor-retrieval", "clean-to-clean", "noisy-vec2text", "daei", "bow-noisy", "bow-dae", "bow-clean",
+                        *GUIDED) if k in rows]
     md += ["## Samples (every 30th test text, i = 0, 30, …: a fixed rule; each recovery with its content F1; "
            "eval/samples.md of each run marks the recovered content words)", ""]
     for i in range(0, n, 30):

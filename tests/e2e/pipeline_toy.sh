@@ -21,8 +21,10 @@ done
 
 # shellcheck source=tests/support/toy_config.sh
 source "$SRC/tests/support/toy_config.sh"
-# The bag-of-words rows too (issue 65): bow-noisy, bow-dae and the bow-clean reference.
-write_toy_config "$T" "bow: {enabled: true, steps: 6, batch_size: 16, hidden: 32, warmup_steps: 1, eval_every: 3, k_max: 4, k_rows: 20}"
+# The bag-of-words rows too (issue 65): bow-noisy, bow-dae and the bow-clean reference; and the T5 inverters guided
+# by them (guided-noisy, guided-dae, the guided-clean reference), their fold models on the bow budget.
+write_toy_config "$T" "bow: {enabled: true, steps: 6, batch_size: 16, hidden: 32, warmup_steps: 1, eval_every: 3, k_max: 4, k_rows: 20}
+guided: {enabled: true, folds: 2, words: 3, max_pieces: 8}"
 
 "${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" >"$T/run1.log" 2>&1 || { tail -50 "$T/run1.log"; fail "pipeline"; }
 R=$T/toy
@@ -34,7 +36,8 @@ for f in eval/results.json eval/results.md eval/samples.md eval/sigma_sweep.json
          clean-corrector/final/corrector/config.json cache/hyp-train-clean/manifest.json cache/hyp-val-clean/manifest.json \
          eval/per_round.json eval/per_round.md eval/per_round.png \
          wiener-inverter/wiener.safetensors wiener-inverter/final/inverter/config.json \
-         bow-noisy/final/bow/bow.json bow-dae/final/bow/k_choice.json bow-clean/final/bow/model.safetensors; do
+         bow-noisy/final/bow/bow.json bow-dae/final/bow/k_choice.json bow-clean/final/bow/model.safetensors \
+         guided-noisy/guidance/train.txt guided-dae/folds/1/final/bow/bow.json guided-clean/final/inverter/inverter.json; do
   [[ -s $R/$f ]] || { tail -30 "$T/run1.log"; fail "missing $f"; }
 done
 /usr/bin/python3 - "$R/eval/results.json" "$R/eval/sigma_sweep.json" <<'PY'
@@ -46,8 +49,15 @@ assert t["n"] == 24, t["n"]
 want = {"clean-to-clean", "clean-to-noisy", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
         "dae-only-continued", "clean-to-clean-corrected", "clean-to-noisy-corrected",
         "joint-no-corrector", "daei", "daei-clean-hyp", "wiener-inverter", "floor-constant", "floor-retrieval",
-        "bow-noisy", "bow-dae", "bow-clean"}
+        "bow-noisy", "bow-dae", "bow-clean", "guided-noisy", "guided-dae", "guided-clean"}
 assert set(t["systems"]) == want, sorted(t["systems"])
+# A guided inverter names its guide (words, bow stage) in its folder, and decodes texts, not word lists.
+for name in ("guided-noisy", "guided-dae", "guided-clean"):
+    inv = json.load(open(sys.argv[1].replace("eval/results.json", name + "/final/inverter/inverter.json")))
+    assert inv["guide"] == {"words": 3, "bow_stage": name.replace("guided-", "bow-"), "max_pieces": 8}, inv
+    lines = open(sys.argv[1].replace("eval/results.json", name + "/guidance/train.txt")).read().splitlines()
+    assert lines and all(1 <= len(l.split()) <= 3 for l in lines), (name, lines[:3])
+assert t["systems"]["guided-clean"]["reference"] and not t["systems"]["guided-dae"]["reference"]
 # A bag-of-words row answers with k words of its vocabulary (k chosen on val, at most bow.k_max), a reference only on
 # clean inputs.
 assert t["systems"]["bow-clean"]["reference"] and not t["systems"]["bow-noisy"]["reference"]
@@ -80,7 +90,7 @@ for name, s in t["systems"].items():
         lo, hi = s[k + "_ci"]
         floor = -1 - 1e-9 if k == "cos" else 0  # a cosine may be negative (the toy's random vectors have no common part)
         assert floor <= lo <= s[k] + 1e-12 and s[k] <= hi + 1e-12 and hi <= 1 + 1e-9, (name, k, lo, s[k], hi)
-    assert s["reference"] == (name.startswith("clean-to-") or name in ("daei-clean-hyp", "bow-clean")), name
+    assert s["reference"] == (name.startswith("clean-to-") or name in ("daei-clean-hyp", "bow-clean", "guided-clean")), name
 assert t["systems"]["daei"]["queries_per_text"] >= 1, t["systems"]["daei"]
 assert t["systems"]["dae-only"]["queries_per_text"] == 0
 for name in ("noisy-vec2text", "dae-corrected", "daei", "clean-to-clean-corrected", "clean-to-noisy-corrected"):

@@ -86,19 +86,35 @@ at::Tensor InverterImpl::project(const at::Tensor& e) {
   return embedding_transform->forward(e.to(t5->shared->weight.dtype()));
 }
 
-TokenLoss InverterImpl::loss(const at::Tensor& e, const at::Tensor& labels) {
+at::Tensor InverterImpl::encoder_inputs(const at::Tensor& e, const InverterGuide* guide, at::Tensor& mask) {
+  const bool guided = cfg.guide_words > 0;
+  DAEI_CHECK(guided == (guide != nullptr),
+             guided ? "inverter: a guided inverter (guide_words {}) needs its bag-of-words guide"
+                    : "inverter: an unguided inverter was given a guide (guide_words {})",
+             cfg.guide_words);
   auto x = project(e);
-  auto mask = torch::ones({x.size(0), x.size(1)}, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  mask = torch::ones({x.size(0), x.size(1)}, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  if (!guided) return x;
+  DAEI_CHECK(guide->ids.dim() == 2 && guide->ids.size(0) == x.size(0) && guide->mask.sizes() == guide->ids.sizes(),
+             "inverter: a guide of {} rows for {} embeddings", guide->ids.size(0), x.size(0));
+  const auto ids = guide->ids.to(x.device());
+  mask = torch::cat({mask, guide->mask.to(mask.device(), torch::kLong)}, 1);
+  return torch::cat({x, t5->embed(ids).to(x.dtype())}, 1);
+}
+
+TokenLoss InverterImpl::loss(const at::Tensor& e, const at::Tensor& labels, const InverterGuide* guide) {
+  at::Tensor mask;
+  auto x = encoder_inputs(e, guide, mask);
   auto enc = t5->encode(x, mask);
   auto dec_in = t5->shift_right(labels);
   auto h = t5->decoder->forward(t5->embed(dec_in), {}, enc, mask);
   return t5_token_loss(*t5, h, labels);
 }
 
-at::Tensor InverterImpl::generate(const at::Tensor& e, const GenerateOptions& opt) {
+at::Tensor InverterImpl::generate(const at::Tensor& e, const GenerateOptions& opt, const InverterGuide* guide) {
   torch::NoGradGuard ng;
-  auto x = project(e);
-  auto mask = torch::ones({x.size(0), x.size(1)}, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  at::Tensor mask;
+  auto x = encoder_inputs(e, guide, mask);
   return t5_generate(*t5, x, mask, opt).sequences;
 }
 
@@ -112,6 +128,8 @@ void InverterImpl::save(const std::string& dir) const {
   }
   save_safetensors(dir + "/embedding_transform.safetensors", proj, {{"format", "pt"}});
   json j{{"schema", "daei.inverter.v1"}, {"dim", cfg.dim}, {"num_repeat_tokens", cfg.repeat}};
+  if (cfg.guide_words > 0)
+    j["guide"] = {{"words", cfg.guide_words}, {"bow_stage", cfg.guide_bow}, {"max_pieces", cfg.guide_pieces}};
   write_file_atomic(dir + "/inverter.json", j.dump(2) + "\n");
 }
 
@@ -123,6 +141,13 @@ std::shared_ptr<InverterImpl> InverterImpl::load(const std::string& dir) {
   InverterConfig c;
   c.dim = j.at("dim").get<int64_t>();
   c.repeat = j.at("num_repeat_tokens").get<int64_t>();
+  if (j.contains("guide")) {
+    c.guide_words = j["guide"].value("words", int64_t{0});
+    c.guide_bow = j["guide"].value("bow_stage", std::string());
+    c.guide_pieces = j["guide"].value("max_pieces", int64_t{0});
+    DAEI_CHECK(c.guide_words > 0 && !c.guide_bow.empty() && c.guide_pieces > 1,
+               "{}/inverter.json: a guide without words, bow_stage or max_pieces", dir);
+  }
   c.t5 = T5Config::from_file(dir + "/config.json");
   auto inv = std::make_shared<InverterImpl>(c);
   inv->t5->load_weights(dir + "/model.safetensors");

@@ -48,17 +48,32 @@ struct InverterConfig {
   int64_t dim = 768;     // embedding dimension d
   int64_t repeat = 16;   // R
   T5Config t5;
+  // A guided inverter (issue 65 item 4; stages/recipes/guided.h) also reads a bag-of-words model's top `guide_words`
+  // words of the same input, as word pieces after the R embedding tokens; `guide_bow` names the bow stage whose
+  // final model gives them at inference. 0 = an unguided inverter.
+  int64_t guide_words = 0;
+  std::string guide_bow;
+  int64_t guide_pieces = 0;  // at most this many word pieces of a guide line (eos included)
+};
+
+// The guide of a batch: word-piece ids (B, G) padded with pad, and their mask (B, G), 1 on real pieces
+// (SpmTokenizer::encode_batch of the guide lines).
+struct InverterGuide {
+  at::Tensor ids, mask;
 };
 
 class InverterImpl : public torch::nn::Module {
  public:
   explicit InverterImpl(const InverterConfig& c);
-  // Encoder inputs (B, R, d_model) and their all-ones mask.
+  // The R embedding tokens (B, R, d_model).
   at::Tensor project(const at::Tensor& e);
+  // What the encoder reads: the R embedding tokens (mask 1), then the guide's pieces when guided (mask: the
+  // guide's). A guided inverter refuses a call without a guide, and an unguided one a guide, in one line.
+  at::Tensor encoder_inputs(const at::Tensor& e, const InverterGuide* guide, at::Tensor& mask);
   // Teacher-forced loss of the texts' token rows (labels from labels_from_rows).
-  TokenLoss loss(const at::Tensor& e, const at::Tensor& labels);
+  TokenLoss loss(const at::Tensor& e, const at::Tensor& labels, const InverterGuide* guide = nullptr);
   // Greedy (num_beams 1) or beam decoding: (B * num_return_sequences, L) token ids.
-  at::Tensor generate(const at::Tensor& e, const GenerateOptions& opt);
+  at::Tensor generate(const at::Tensor& e, const GenerateOptions& opt, const InverterGuide* guide = nullptr);
 
   // final/inverter/: config.json + model.safetensors (Hugging Face T5) + embedding_transform.safetensors +
   // inverter.json. load() also accepts a plain Hugging Face T5 directory as the starting point (t5-base) when

@@ -67,6 +67,14 @@ std::vector<StageSpec> build_catalogue() {
        "stage1/final/dae, cache/train (noisy)", {"bow.enabled"}},
       {"bow-clean", "bow-clean", "bow", {}, "reference bag-of-words inverter on clean embeddings",
        "cache/train/clean (offline_eval_only; reference.enabled)", {"bow.enabled", "reference.enabled"}},
+      // The T5 inverters guided by the bag of words (issue 65 item 4): stage 2's budget, guides from fold models.
+      {"guided-noisy", "guided-noisy", "stage2", {"bow-noisy"}, "T5 inverter on y guided by bow-noisy",
+       "bow-noisy/final/bow, cache/train (noisy)", {"guided.enabled", "bow.enabled"}},
+      {"guided-dae", "guided-dae", "stage2", {"stage1", "bow-dae"}, "T5 inverter on DAE(y) guided by bow-dae",
+       "stage1/final/dae, bow-dae/final/bow, cache/train (noisy)", {"guided.enabled", "bow.enabled"}},
+      {"guided-clean", "guided-clean", "stage2", {"bow-clean"}, "reference T5 inverter on clean embeddings guided by bow-clean",
+       "bow-clean/final/bow, cache/train/clean (offline_eval_only; reference.enabled)",
+       {"guided.enabled", "bow.enabled", "reference.enabled"}},
   };
   for (auto& s : v) {
     s.t5 = s.folder != "stage1" && s.budget != "bow";
@@ -132,6 +140,10 @@ const std::vector<EvalRowSpec>& eval_rows() {
       {"bow-clean", "bow-clean", R::clean, "", true, true},
       {"bow-noisy", "bow-noisy", R::noisy, "", false, true},
       {"bow-dae", "bow-dae", R::dae_stage1, "", false, true},
+      // The guided T5 inverters: the inverter reads the bow stage's top words of the same input beside it.
+      {"guided-clean", "guided-clean", R::clean, "", true},
+      {"guided-noisy", "guided-noisy", R::noisy, "", false},
+      {"guided-dae", "guided-dae", R::dae_stage1, "", false},
   };
   return rows;
 }

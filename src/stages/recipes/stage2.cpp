@@ -180,10 +180,15 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
                    cfg.real(budget.weight_decay_key), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", inverter_.ptr()}}, std::vector{g});
   trainer_->terms = {"loss", "tokens"};
+  DAEI_CHECK(static_cast<bool>(data_.guides) == (budget.guide_words > 0), "[{}] guide lines and guide_words disagree",
+             tag);
+  if (budget.guide_words > 0) {
+    inverter_->cfg.guide_words = budget.guide_words;
+    inverter_->cfg.guide_bow = budget.guide_bow;
+    inverter_->cfg.guide_pieces = budget.guide_pieces;
+  }
   trainer_->loss = [this, device](const Batch& b) {
-    auto e = data_.embeddings(b.rows).to(device);
-    auto labels = labels_from_rows(token_rows(*tok_, data_.texts(b.rows), max_len_)).to(device);
-    auto tl = inverter_->loss(e, labels);
+    auto tl = loss_of(data_, b.rows, device);
     LossOutput out;
     out.loss = tl.sum;
     out.count = static_cast<double>(tl.count);
@@ -202,6 +207,17 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
 
 InverterStage::~InverterStage() = default;
 
+TokenLoss InverterStage::loss_of(const InverterTrainData& d, const std::vector<int64_t>& rows,
+                                 const at::Device& device) {
+  auto e = d.embeddings(rows).to(device);
+  auto labels = labels_from_rows(token_rows(*tok_, d.texts(rows), max_len_)).to(device);
+  if (!d.guides) return inverter_->loss(e, labels);
+  DAEI_CHECK(inverter_->cfg.guide_words > 0, "[inverter] guide lines for an unguided inverter");
+  const auto g = tok_->encode_batch(d.guides(rows), inverter_->cfg.guide_pieces);
+  const InverterGuide guide{g.input_ids, g.attention_mask};
+  return inverter_->loss(e, labels, &guide);
+}
+
 void InverterStage::enable_heldout(const Config& cfg, Communicator& comm, InverterTrainData val) {
   if (trainer_->options().eval_every <= 0 || val.rows <= 0) return;
   val_ = std::move(val);
@@ -209,10 +225,7 @@ void InverterStage::enable_heldout(const Config& cfg, Communicator& comm, Invert
   const int64_t batch = trainer_->options().global_batch;
   const at::Device device = inverter_->t5->shared->weight.device();
   trainer_->evaluate = [this, rows, batch, device, &comm](int64_t) {
-    HeldOutLoss f = [&](const std::vector<int64_t>& r) {
-      return inverter_->loss(val_.embeddings(r).to(device),
-                             labels_from_rows(token_rows(*tok_, val_.texts(r), max_len_)).to(device));
-    };
+    HeldOutLoss f = [&](const std::vector<int64_t>& r) { return loss_of(val_, r, device); };
     return std::map<std::string, double>{{"heldout_ce", heldout_ce(comm, rows, batch, *inverter_, f)}};
   };
 }

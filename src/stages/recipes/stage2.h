@@ -34,6 +34,9 @@ struct InverterTrainData {
   std::function<std::vector<std::string>(const std::vector<int64_t>&)> texts;
   std::function<void(const std::vector<int64_t>&)> prefetch;  // optional read-ahead of rows and texts
   std::string input;  // "denoised" | "noisy" | "clean" (logged, recorded in final/)
+  // A guided inverter's guide lines by row (stages/recipes/guided.h): a bag-of-words model's top words of the row's
+  // input, joined by spaces. Unset for every other inverter.
+  std::function<std::vector<std::string>(const std::vector<int64_t>&)> guides;
 };
 
 // Inverter shape from the inverter.* keys (a fresh small T5), or inverter.t5_dir (a Hugging Face T5 to start from).
@@ -70,6 +73,11 @@ struct InverterBudget {
   std::shared_ptr<const NoisyEmbedder> token_box;
   int64_t steps = 0;  // > 0: optimizer steps instead of the section's (the noisy inverter: stage2.noisy_steps)
   double lr = 0;      // > 0: instead of lr_key's value (stage2.noisy_lr)
+  // A guided inverter (the data's guides set): how many words a guide line holds, the bow stage that makes them at
+  // inference, and at most how many word pieces the encoder reads of a line.
+  int64_t guide_words = 0;
+  std::string guide_bow;
+  int64_t guide_pieces = 0;
 };
 
 class InverterStage {
@@ -91,6 +99,7 @@ class InverterStage {
   std::shared_ptr<SpmTokenizer> tok_;
   Inverter inverter_{nullptr};
   int64_t max_len_;
+  TokenLoss loss_of(const InverterTrainData& d, const std::vector<int64_t>& rows, const at::Device& device);
   std::unique_ptr<Trainer> trainer_;
 };
 
