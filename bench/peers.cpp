@@ -15,7 +15,9 @@
 // Every command prints one JSON line: {"times": [s per repetition after one warm-up], ...}.
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -54,6 +56,15 @@ DaeOptions dae_options() {  // the stage-1 entry's sizes (paper: 768, 1024, dept
   DaeOptions o;
   o.dim = arg("dae-dim", 768), o.hidden = arg("dae-hidden", 1024), o.depth = arg("dae-depth", 3);
   return o;
+}
+
+// DAEI_PERF_CTL=FIFO (bench/peers/perf_profile.py): "enable" to perf record's control fifo when the timed repetitions
+// start (after the warm-up), "disable" when they end, so the profile holds the measured work alone.
+void perf_ctl(const char* what) {
+  const char* p = std::getenv("DAEI_PERF_CTL");
+  if (p == nullptr || *p == 0) return;
+  std::ofstream f(p);
+  f << what << "\n";
 }
 
 std::string dir() {
@@ -104,6 +115,7 @@ json cmd_t5_step() {
   std::vector<double> times, losses;
   Usage u;
   for (int64_t s = 0; s < steps + 1; ++s) {
+    if (s == 1) perf_ctl("enable");
     auto e = torch::randn({B, m->cfg.dim});
     auto labels = torch::randint(2, m->cfg.t5.vocab_size, {B, T}, torch::kLong);
     const double t0 = now();
@@ -115,6 +127,7 @@ json cmd_t5_step() {
     if (s > 0) times.push_back(now() - t0);
     losses.push_back(mean.item<double>());
   }
+  perf_ctl("disable");
   json j{{"times", times}, {"losses", losses}, {"precision", precision_name(matmul_precision())},
          {"fused_adamw", opt.last_step_fused()}};
   u.fill(j);
@@ -135,6 +148,7 @@ json cmd_t5_generate() {
   std::vector<std::vector<int64_t>> ids;
   Usage u;
   for (int64_t s = 0; s < steps + 1; ++s) {
+    if (s == 1) perf_ctl("enable");
     const double t0 = now();
     auto seq = m->generate(e, g);
     if (s > 0) times.push_back(now() - t0);
@@ -144,6 +158,7 @@ json cmd_t5_generate() {
         ids.emplace_back(seq[r].data_ptr<int64_t>(), seq[r].data_ptr<int64_t>() + seq.size(1));
     }
   }
+  perf_ctl("disable");
   json j{{"times", times}, {"ids", ids}, {"decoding", describe_decoding(g)}, {"tokens", T}};
   u.fill(j);
   return j;
@@ -167,6 +182,7 @@ json cmd_sure() {
   std::vector<double> times, losses;
   Usage u;
   for (int64_t s = 0; s < steps + 1; ++s) {
+    if (s == 1) perf_ctl("enable");
     const double t0 = now();
     auto gp = step_generator(1, s, 3);
     auto z = rademacher({K, B, d}, gp);
@@ -180,6 +196,7 @@ json cmd_sure() {
     if (s > 0) times.push_back(now() - t0);
     losses.push_back(t.loss.item<double>());
   }
+  perf_ctl("disable");
   j["times"] = times, j["losses"] = losses, j["batch"] = B, j["dim"] = d, j["probes"] = K;
   u.fill(j);
   return j;

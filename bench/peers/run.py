@@ -181,7 +181,15 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="results/peers_bench", help="writes OUT.json and OUT.md (relative to the repo)")
     ap.add_argument("--note", default="", help="a line for the header (e.g. what ran beside the benchmark)")
+    ap.add_argument("--render", metavar="OUT.json", help="only rewrite OUT.md from a finished run's OUT.json")
     a = ap.parse_args()
+    if a.render:
+        j = json.load(open(a.render))
+        md = markdown(j["meta"], j["entries"])
+        with open(a.render[:-len(".json")] + ".md", "w") as f:
+            f.write(md)
+        print(md)
+        return 0
     build = a.build if os.path.isabs(a.build) else os.path.join(ROOT, a.build)
     for b in ("bench_peers", "bench_embed_bench"):
         if not os.access(os.path.join(build, b), os.X_OK):

@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import spectral_norm
 
+from perfctl import perf_ctl
+
 
 class SigmaCond(nn.Module):
     def __init__(self, hidden, n_freqs=16):
@@ -128,6 +130,8 @@ def main():
     times, losses = [], []
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     for s in range(a.steps + 1):
+        if s == 1:
+            perf_ctl("enable")
         t0 = time.perf_counter()
         opt.zero_grad()
         loss, _, _, _ = sure_loss(dae, y, a.sigma, K)
@@ -136,6 +140,7 @@ def main():
         if s > 0:
             times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+    perf_ctl("disable")
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     out.update(times=times, losses=losses, batch=y.shape[0], dim=y.shape[1], probes=K, torch=torch.__version__,
                minflt=ru1.ru_minflt - ru0.ru_minflt, maxrss_kb=ru1.ru_maxrss, threads=torch.get_num_threads())
