@@ -731,6 +731,21 @@ def fmt(x):
     return str(x)
 
 
+def peers_section():
+    """The table of results/peers_bench.md (bench/peers/run.sh, issue 66): daei against the peers' own code, shown
+    first; the entries below are regression guards against the repository's own reimplementations."""
+    path = os.path.join(ROOT, "results", "peers_bench.md")
+    if not os.path.exists(path):
+        return []
+    text = open(path, encoding="utf-8").read()
+    if "<!-- peers-table-start -->" not in text:
+        return []
+    head = [l for l in text.split("<!-- peers-table-start -->")[0].splitlines() if l.startswith("- ")][:5]
+    table = text.split("<!-- peers-table-start -->")[1].split("<!-- peers-table-end -->")[0].strip()
+    return ["", "## Against the peers' own code (`results/peers_bench.md`, `bash bench/run.sh --peers`)", ""] + head + \
+        ["", table]
+
+
 def markdown(meta, entries):
     L = ["# daei benchmarks%s" % (" (quick mode: small sizes, smoke test only)" if meta["quick"] else ""), "",
          "- command: `%s`" % meta["command"],
@@ -741,7 +756,8 @@ def markdown(meta, entries):
          "- wall time: %.0f s; threads: 1 torch thread, OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 in every process" %
          meta["wall_s"],
          "- medians of alternating runs (A, B, A, B, ...); spread = (max − min)/median of the per-process medians",
-         "- references: \"Python reference\" is the project's own re-implementation of the same computation "
+         "- references: regression guards, in-repo reimplementations — \"Python reference\" is the project's own "
+         "re-implementation of the same computation "
          "(`bench/*_reference.py`, on Debian's python3-torch, the same libtorch 1.13 as daei), not Hugging Face's code "
          "(`transformers` is not a dependency and is not installed here). \"raw MPI_Allreduce\" is one "
          "call on the same bytes. Ratios are reference time / daei time (or daei rate / reference rate).",
@@ -769,7 +785,8 @@ def markdown(meta, entries):
                                " ".join(er["load_average_end"]), er["wall_s"],
                                ", OpenBLAS core `%s`" % er["blas"]["core"] if er.get("blas") else "",
                                ", page faults %.2f µs" % er["page_fault_us"] if "page_fault_us" in er else ""))
-    L += ["",
+    L += peers_section()
+    L += ["", "## Regression guards, in-repo reimplementations", "",
          "| entry | value | reference | ratio | target | met | unit | runs | spread (daei / ref) |",
          "|---|---:|---:|---:|---:|---|---|---|---|"]
     for e in entries:

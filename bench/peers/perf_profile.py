@@ -82,7 +82,7 @@ def main():
     build = a.build if os.path.isabs(a.build) else os.path.join(R.ROOT, a.build)
     T5, SURE, st = R.sizes(a.quick)
     st = {k: (a.steps if k in ("t5", "gen", "beam", "sure") else v) for k, v in st.items()}
-    st["embed_reps"] = max(2, a.steps // 2)
+    st["embed_reps"] = max(2, a.steps)
     tmp = tempfile.mkdtemp(prefix="daei-peers-prof-")
     W = os.path.join(tmp, "w")
     R.run_json([os.path.join(build, "bench_peers"), "save", "--dir", W] + R.flags(T5) + R.flags(SURE), R.ENV1)
@@ -101,7 +101,9 @@ def main():
     for side, cmd, env in (("daei", dcmd, de), ("peer", pcmd, pe)):
         whole = side == "daei" and a.entry == "embed_st"
         rec, fam = record(cmd, env, os.path.join(tmp, side + ".data"), not whole)
-        reps = len(rec["times"]) + (1 if whole else 0)
+        # recorded repetitions: the timed ones (st_embed times every pass but records from the second on); the
+        # daei side of embed_st is recorded whole (its start-up and all its passes)
+        reps = len(rec["times"]) - (1 if a.entry == "embed_st" and not whole else 0)
         out[side] = (rec, fam, reps, whole)
     print("## %s (%s): perf cpu-clock samples at %d Hz, ms per repetition (%s)\n" % (a.entry, what, FREQ, unit))
     for side, (rec, fam, reps, whole) in out.items():

@@ -16,7 +16,7 @@ Run through bench/peers/run.sh (checks the venv and the build); writes OUT.json 
 
   bench/peers/run.sh [--rounds 5] [--quick] [--only ENTRY,...] [--malloc both|tuned|default] [--out results/peers_bench]
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shlex, statistics, subprocess, sys, tempfile, time
 from importlib.metadata import version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -157,7 +157,8 @@ def markdown(meta, res):
     if meta.get("note"):
         L += ["- " + meta["note"], ""]
     settings = meta["settings"]
-    L += ["| entry | what | " + " | ".join("daei / peer (%s)" % s for s in settings) + " | " +
+    L += ["<!-- peers-table-start -->",
+          "| entry | what | " + " | ".join("daei / peer (%s)" % s for s in settings) + " | " +
           " | ".join("ratio %s [min, max]" % s for s in settings) + " | target | met | agreement |",
           "|---|---|" + "---:|" * (2 * len(settings)) + "---:|---|---|"]
     for name, r in res.items():
@@ -169,6 +170,10 @@ def markdown(meta, res):
         met = "/".join("yes" if r[s]["met"] else "**no**" for s in settings)
         L.append("| %s | %s | %s | %s | ≥ %.1f | %s | %s |" % (name, r["what"], " | ".join(cells), " | ".join(rat),
                                                              r["target"], met, r["agreement"].get("text", "")))
+    L.append("<!-- peers-table-end -->")
+    notes = os.path.join(HERE, "findings.md")  # the profiles of the missed targets, written by hand after a run
+    if os.path.exists(notes) and not meta.get("quick"):
+        L += ["", open(notes).read().rstrip()]
     return "\n".join(L) + "\n"
 
 
@@ -266,7 +271,7 @@ def main():
         res[n] = r
     rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "bench"], cwd=ROOT).returncode != 0
-    meta = dict(command="bash bench/peers/run.sh " + " ".join(sys.argv[1:]), git_revision=rev.strip(), dirty=dirty,
+    meta = dict(command="bash bench/peers/run.sh " + shlex.join(sys.argv[1:]), git_revision=rev.strip(), dirty=dirty,
                 cpu=model_name, cores=cores, bf16_flags=bf16_flags, daei_bf16=daei_bf16, rounds=rounds,
                 settings=settings, embed_reps=st["embed_reps"], quick=a.quick, note=a.note,
                 versions={k: version(k) for k in ("torch", "transformers", "sentence-transformers", "tokenizers")},
