@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every launch and study script (launch/*.sh, launch/slurm/*, studies/*/*.sh, tests/repeat/*.sh) and the launch tests
+# Every launch, study and benchmark script (launch/*.sh, launch/slurm/*, studies/*/*.sh, tests/repeat/*.sh, bench/*.sh,
+# bench/peers/*.sh) and the launch tests
 # pass shellcheck at its default severity (style notes included); the other end-to-end scripts are held to errors only.
 set -euo pipefail
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -9,7 +10,7 @@ if ! command -v shellcheck >/dev/null; then
   if [[ ${CI:-} == true ]]; then echo "FAIL: $msg"; exit 1; fi
   echo "SKIP: $msg"; exit 0
 fi
-strict=(launch/*.sh launch/slurm/* studies/*/*.sh tests/repeat/*.sh)
+strict=(launch/*.sh launch/slurm/* studies/*/*.sh tests/repeat/*.sh bench/*.sh bench/peers/*.sh)
 for t in shellcheck slurm_preempt mpirun_preempt dead_rank; do
   [[ -f tests/e2e/$t.sh ]] && strict+=("tests/e2e/$t.sh")
 done
