@@ -4,8 +4,8 @@ the daei side of embed_st, bench_embed_bench, is recorded whole), the samples' s
 GEMM, oneDNN JIT code, each ATen element-wise kernel, the kernel's page faults, the Python interpreter, malloc, ...)
 and printed side by side as milliseconds per repetition.
 
-  bench/peers/run.sh is not needed; run with the peers' venv python:
-  python bench/peers/perf_profile.py ENTRY [--steps 4] [--top 14] [--quick] [--malloc tuned|default] [--build build]"""
+  python3 bench/peers/perf_profile.py ENTRY [--steps 4] [--top 14] [--quick] [--malloc tuned|default] [--build build]
+The peers' side runs in bench/peers/setup.sh's venv; needs perf (linux-perf) and build/bench_peers."""
 import argparse, collections, json, os, re, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -90,9 +90,7 @@ def main():
     rows = [json.loads(l) for l in open(os.path.join(R.ROOT, "tests/fixtures/minilm/texts.jsonl"), encoding="utf-8")]
     with open(texts, "w", encoding="utf-8") as f:
         f.write("".join(r["text"].replace("\n", " ") + "\n" for r in rows[1:st["texts"] + 1]))
-    assets = os.environ.get("DAEI_ASSETS") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache"), "daei")
-    E = R.entries(build, W, T5, SURE, st, texts, os.path.join(assets, "all-MiniLM-L6-v2"), True)
+    E = R.entries(build, W, T5, SURE, st, texts, os.path.join(R.ASSETS, "all-MiniLM-L6-v2"), True)
     if a.entry not in E:
         raise SystemExit("profile: entry must be one of " + ", ".join(E))
     dcmd, pcmd, unit, what = E[a.entry]

@@ -17,11 +17,13 @@ Run through bench/peers/run.sh (checks the venv and the build); writes OUT.json 
   bench/peers/run.sh [--rounds 5] [--quick] [--only ENTRY,...] [--malloc both|tuned|default] [--out results/peers_bench]
 """
 import argparse, json, os, shlex, statistics, subprocess, sys, tempfile, time
-from importlib.metadata import version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "bench", "peers")
-PY = sys.executable  # the peers' venv (run.sh starts this script with it)
+ASSETS = os.environ.get("DAEI_ASSETS") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(
+    os.path.expanduser("~"), ".cache"), "daei")
+VENV_PY = os.path.join(ASSETS, "venv-st-5.1.2", "bin", "python")  # bench/peers/setup.sh's venv
+PY = VENV_PY if os.access(VENV_PY, os.X_OK) else sys.executable  # the peers' scripts run in the venv
 ENV1 = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", HF_HUB_OFFLINE="1",
             TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
 ENV1.pop("GLIBC_TUNABLES", None)
@@ -43,6 +45,12 @@ def envs(setting):
     if setting == "tuned":
         return dict(ENV1, DAEI_MALLOC="tuned"), dict(ENV1, GLIBC_TUNABLES=TUNABLES)
     return dict(ENV1, DAEI_MALLOC="default"), dict(ENV1)
+
+
+def peer_versions():
+    code = ("import json; from importlib.metadata import version; print(json.dumps({k: version(k) for k in "
+            "('torch', 'transformers', 'sentence-transformers', 'tokenizers')}))")
+    return json.loads(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
 def cpu_info():
@@ -200,9 +208,7 @@ def main():
         if not os.access(os.path.join(build, b), os.X_OK):
             sys.exit("peers: %s/%s missing (flock /tmp/daei-build.lock cmake --build build --target bench_peers "
                      "bench_embed_bench)" % (build, b))
-    assets = os.environ.get("DAEI_ASSETS") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache"), "daei")
-    model = os.path.join(assets, "all-MiniLM-L6-v2")
+    model = os.path.join(ASSETS, "all-MiniLM-L6-v2")
     if not os.path.isdir(model):
         sys.exit("peers: no %s (launch/setup.sh)" % model)
     rounds = a.rounds if (a.rounds != 5 or not a.quick) else 1
@@ -274,7 +280,7 @@ def main():
     meta = dict(command="bash bench/peers/run.sh " + shlex.join(sys.argv[1:]), git_revision=rev.strip(), dirty=dirty,
                 cpu=model_name, cores=cores, bf16_flags=bf16_flags, daei_bf16=daei_bf16, rounds=rounds,
                 settings=settings, embed_reps=st["embed_reps"], quick=a.quick, note=a.note,
-                versions={k: version(k) for k in ("torch", "transformers", "sentence-transformers", "tokenizers")},
+                versions=peer_versions(),
                 load_start=load0, load_end=open("/proc/loadavg").read().strip(), wall_s=time.time() - t0,
                 sizes=dict(t5=T5, sure=SURE, steps=st), threads=1)
     md = markdown(meta, res)
