@@ -3,10 +3,12 @@
 // T5 keeps HF's parameter names) and the DAE as model.safetensors, plus the inputs both sides read, so outputs and
 // losses compare exactly.
 //   save         --dir D + T5 sizes (bench_entries' flags) + --dae-dim/--dae-hidden/--dae-depth/--dae-batch/--probes
-//                writes D/inverter/ (Inverter::save), D/inputs.safetensors (e_gen [B, dim]), D/dae/ (Dae::save) and
+//                writes D/inverter/ (Inverter::save), D/inputs.safetensors (e_gen [B, dim], labels [B, T]), D/dae/
+//                (Dae::save) and
 //                D/sure_inputs.safetensors (y [B, d], probes [K, B, d])
-//   t5-step      --dir D --steps N --precision fp32|bf16 --batch B --label-len T: the inverter loaded from D, train mode,
-//                forward + backward + FusedAdamW (the Trainer's optimizer) a step; e and labels drawn before the clock
+//   t5-step      --dir D --steps N --precision fp32|bf16 --batch B --label-len T: the inverter loaded from D, its
+//                eval-mode CE on the stored e_gen and labels (loss_eval), then train mode: forward + backward +
+//                FusedAdamW (the Trainer's optimizer) a step; e and labels drawn before the clock
 //   t5-generate  --dir D --steps N --beams 1|4 --no-repeat-ngram n --repetition-penalty p --label-len T: decodes the
 //                stored e_gen T tokens (eos forbidden: min_length = max_length = T+1), prints the first run's ids
 //   sure         --dir D --steps N: the eval-mode SURE loss on the stored y and probes (dropout off, no power
@@ -81,7 +83,8 @@ json cmd_save() {
   inv->save(D + "/inverter");
   const int64_t B = arg("batch", 64), dB = arg("dae-batch", 256), K = arg("probes", 5);
   auto e = torch::randn({B, inv->cfg.dim});
-  save_safetensors(D + "/inputs.safetensors", {{"e_gen", e}});
+  auto labels = torch::randint(2, inv->cfg.t5.vocab_size, {B, arg("label-len", 32, 1)}, torch::kLong);
+  save_safetensors(D + "/inputs.safetensors", {{"e_gen", e}, {"labels", labels}});
   auto o = dae_options();
   Dae dae(o);
   {  // a DAE whose residual is not zero (output_proj starts at zero): the loss comparison then tests every layer
@@ -109,6 +112,14 @@ json cmd_t5_step() {
   if (p != "fp32" && p != "bf16") throw std::invalid_argument("--precision must be fp32 or bf16");
   set_matmul_precision(p == "bf16" ? Precision::bf16 : Precision::fp32);
   Inverter m(InverterImpl::load(dir() + "/inverter"));
+  double loss_eval = 0;
+  {  // the teacher-forced CE on the stored e and labels, dropout off: the same number the peer computes
+    const auto in = load_safetensors(dir() + "/inputs.safetensors");
+    torch::NoGradGuard ng;
+    m->eval();
+    auto l = m->loss(in.at("e_gen"), in.at("labels"));
+    loss_eval = (l.sum / static_cast<double>(l.count)).item<double>();
+  }
   m->train();
   FusedAdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-4));
   torch::manual_seed(1);
@@ -128,7 +139,7 @@ json cmd_t5_step() {
     losses.push_back(mean.item<double>());
   }
   perf_ctl("disable");
-  json j{{"times", times}, {"losses", losses}, {"precision", precision_name(matmul_precision())},
+  json j{{"times", times}, {"losses", losses}, {"loss_eval", loss_eval}, {"precision", precision_name(matmul_precision())},
          {"fused_adamw", opt.last_step_fused()}};
   u.fill(j);
   return j;

@@ -6,8 +6,9 @@ keeps Hugging Face's parameter names, so from_pretrained reads it unchanged).
   python hf_t5.py step --dir D [--steps 3] [--batch 64] [--label-len 32] [--amp off|bf16]
   python hf_t5.py generate --dir D [--steps 3] [--beams 1] [--no-repeat-ngram 0] [--repetition-penalty 1.0]
 
-step: train mode, forward (under torch.autocast('cpu', bfloat16) with --amp bf16) + backward + torch.optim.AdamW;
-e and labels drawn before the clock, as daei's side. generate: model.generate() on the stored e_gen, eos forbidden
+step: the eval-mode CE on the stored e_gen and labels (loss_eval, compared with daei's), then train mode: forward
+(under torch.autocast('cpu', bfloat16) with --amp bf16) + backward + torch.optim.AdamW; e and labels drawn before
+the clock, as daei's side. generate: model.generate() on the stored e_gen, eos forbidden
 (min_length = max_length = label_len + 1), the first run's ids printed. One JSON line on stdout.
 Runs in the peers' venv (bench/peers/setup.sh), 1 thread."""
 import argparse
@@ -58,6 +59,12 @@ def main():
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     times = []
     if a.mode == "step":
+        from safetensors.torch import load_file
+        inp = load_file(os.path.join(a.dir, "inputs.safetensors"))
+        proj.eval(), t5.eval()  # the CE on the stored inputs, dropout off: compared with daei's
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp == "bf16"):
+            x, mask = embeds(proj, inp["e_gen"], R, dm)
+            out["loss_eval"] = t5(inputs_embeds=x, attention_mask=mask, labels=inp["labels"]).loss.item()
         proj.train(), t5.train()
         opt = torch.optim.AdamW(list(proj.parameters()) + list(t5.parameters()), lr=1e-4)
         torch.manual_seed(1)

@@ -124,8 +124,11 @@ def agreement(name, d, p):
         return dict(loss_daei=la, loss_peer=lb, abs_diff=abs(la - lb), rel_diff=abs(la - lb) / max(1e-30, abs(lb)),
                     text="eval loss %.8g vs %.8g (rel. diff %.1e)" % (la, lb, abs(la - lb) / max(1e-30, abs(lb))))
     if name.startswith("t5_step"):
-        return dict(first_loss_daei=d["losses"][0], first_loss_peer=p["losses"][0],
-                    text="first-step CE %.4f vs %.4f (dropout masks differ)" % (d["losses"][0], p["losses"][0]))
+        la, lb = d["loss_eval"], p["loss_eval"]
+        return dict(loss_eval_daei=la, loss_eval_peer=lb, rel_diff=abs(la - lb) / abs(lb),
+                    first_loss_daei=d["losses"][0], first_loss_peer=p["losses"][0],
+                    text="eval CE %.6g vs %.6g (rel. diff %.1e); first train step %.4f vs %.4f (dropout masks "
+                         "differ)" % (la, lb, abs(la - lb) / abs(lb), d["losses"][0], p["losses"][0]))
     if name == "embed_st":
         diff = max(abs(u - v) for u, v in zip(d["first"], p["first"]))
         return dict(first_daei=d["first"], first_peer=p["first"], max_abs_diff=diff,
