@@ -107,12 +107,13 @@ EvalContext imported_context(Context& ctx, const std::string& dir, int64_t dim) 
 }
 
 // The row named by --system, or the strongest attack: the last of the DAE chain (not a reference, a no-DAE baseline,
-// zsinvert or a bag-of-words row, which answers with words, not a text).
+// zsinvert, a bag-of-words row, which answers with words, not a text, or a guided row, which is named explicitly).
 const SystemSpec* pick_system(const std::vector<SystemSpec>& systems, const std::string& name) {
   const auto starts = [](const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; };
   const SystemSpec* pick = nullptr;
   for (const auto& s : systems)
-    if (name.empty() ? !s.reference && !starts(s.name, "noisy-") && !starts(s.name, "zsinvert") && !starts(s.name, "bow-")
+    if (name.empty() ? !s.reference && !starts(s.name, "noisy-") && !starts(s.name, "zsinvert") && !starts(s.name, "bow-") &&
+                           !starts(s.name, "guided-")
                      : s.name == name)
       pick = &s;
   return pick;

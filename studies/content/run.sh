@@ -10,6 +10,7 @@
 #   bash studies/content/run.sh RUN_DIR --long STEPS
 # once the above has run: bow-noisy, bow-clean and bow-dae again at bow.steps STEPS (held-out content F1 every 500 steps) in
 # NAME-bow-STEPS, points of the frontier only (the rows stay at the one budget); the summary is written again with them.
+#   bash studies/content/run.sh RUN_DIR --summary     (results/content.{md,json} again from the runs there are)
 #   bash studies/content/run.sh RUN_DIR --guided
 # once the first form has run: the T5 inverters guided by the bag of words (guided-noisy, guided-dae, guided-clean;
 # stages/recipes/guided.h) in NAME-bow, three at once (each: 2 fold models at bow.*'s budget, then stage 2's budget),
@@ -20,8 +21,10 @@ fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:-runs/quickstart}
-LONG='' GUIDED=''
-if [[ ${2:-} == --guided ]]; then
+LONG='' GUIDED='' SUMMARY_ONLY=''
+if [[ ${2:-} == --summary ]]; then
+  SUMMARY_ONLY=1
+elif [[ ${2:-} == --guided ]]; then
   GUIDED=1
 elif [[ ${2:-} == --long ]]; then
   LONG=${3:?--long needs a number of steps}
@@ -65,12 +68,22 @@ pair() {  # steps at once (two: a core each); fails when any fails
   return "$ok"
 }
 no_extras=(--set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
-summary() {
-  local long=()
-  for d in "$root/$name"-bow-[0-9]*; do [[ -d $d ]] && long+=(--long "$d"); done
+summary() {  # the page names every form of this script whose runs it reads
+  local long=() cmd="bash studies/content/run.sh $RUN"
+  for d in "$root/$name"-bow-[0-9]*; do
+    [[ -d $d ]] && long+=(--long "$d") && cmd+="; bash studies/content/run.sh $RUN --long ${d##*-}"
+  done
+  for d in "$root/$name"-guided-[0-9]*; do  # studies/content/guided_long.sh
+    [[ -f $d/eval/results.json ]] && long+=(--long "$d") && cmd+="; bash studies/content/guided_long.sh $RUN ${d##*-}"
+  done
+  [[ -d $root/$name-bow/guided-noisy/final ]] && cmd+="; bash studies/content/run.sh $RUN --guided"
   /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
-    --out results/content --command "bash studies/content/run.sh $RUN${LONG:+ --long $LONG}${GUIDED:+ --guided}"
+    --out results/content --command "$cmd"
 }
+if [[ -n ${SUMMARY_ONLY} ]]; then
+  summary
+  exit 0
+fi
 if [[ -n ${GUIDED} ]]; then
   [[ -d $root/$name-bow/bow-noisy/final && -d $root/$name-bow/bow-dae/final && -d $root/$name-bow/bow-clean/final ]] ||
     { echo "content: --guided needs $root/$name-bow's bow stages (run the first form first)" >&2; exit 2; }

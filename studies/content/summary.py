@@ -5,7 +5,7 @@
 
 RUN is a finished quickstart run; RUN-bow and RUN-probe the bag-of-words and probe runs of studies/content/run.sh,
 which share RUN's caches, so every row is scored on the same test texts beside the same floors. Reads each run's
-eval/results.json and eval/recoveries.jsonl; the paired intervals resample the test texts (1,000 resamples, seed 1).
+eval/results.json and eval/recoveries.jsonl (and appends OUT.reading.md, a reading written by hand, when present); the paired intervals resample the test texts (1,000 resamples, seed 1).
 """
 import argparse, json, os, platform, random, sys
 from datetime import datetime, timezone
@@ -80,6 +80,11 @@ def guided_target(rows):
         "; ".join(parts), "yes" if ok else "**no**")
 
 
+def is_guided_run(run):
+    """A --long run of the guided stages (NAME-guided-STEPS) rather than of the bow stages (NAME-bow-STEPS)."""
+    return "-guided-" in os.path.basename(run)
+
+
 def fmt_ci(s, k):
     lo, hi = s[k + "_ci"]
     return "%.3f [%.3f, %.3f]" % (s[k], lo, hi)
@@ -124,8 +129,9 @@ def main():
         if [r["truth"] for r in l_rec] != truths:
             sys.exit("content: %s scored other test texts than %s" % (run, a.run))
         steps = os.path.basename(run).rsplit("-", 1)[-1]
+        prefix = "guided-" if is_guided_run(run) else "bow-"  # a guided run links its bow stage: not a row of it
         for k, v in l_res["splits"][SPLIT]["systems"].items():
-            if k.startswith("bow-"):
+            if k.startswith(prefix):
                 rows["%s@%s" % (k, steps)] = (v, l_rec)
                 long_rows.append("%s@%s" % (k, steps))
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
@@ -181,7 +187,9 @@ def main():
     md += ["", "## Pairs (paired on the same texts)", "", "| pair | content F1 diff [95 % CI] | token F1 diff [95 % CI] |",
            "|---|---|---|"]
     long_pairs = [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows if k.startswith("bow-dae@")] + \
-                 [(k, k.split("@")[0]) for k in long_rows]
+                 [(k, k.split("@")[0]) for k in long_rows] + \
+                 [(k, k.split("@")[0].replace("guided-", "bow-")) for k in long_rows if k.startswith("guided-")] + \
+                 [(k, "clean-to-clean") for k in long_rows if k.startswith("guided-clean@")]
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
                  ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean"),
                  ("guided-dae", "guided-noisy"), ("guided-noisy", "bow-noisy"), ("guided-dae", "bow-dae"),
@@ -220,7 +228,7 @@ def main():
            "time of each step in results/quickstart.md (2 ranks).", "",
            "| run | stage | bow.steps | step | core-hours | held-out content F1 |", "|---|---|---|---|---|---|"]
     out["frontier"] = []
-    for run in [a.bow, a.probe] + a.long:
+    for run in [a.bow, a.probe] + [r for r in a.long if not is_guided_run(r)]:
         tfile = os.path.join(run, "timing.jsonl")
         secs = dict(timing)  # the probe's steps are timed in the bow run's file, under the probe run's name
         if os.path.exists(tfile):
@@ -249,6 +257,10 @@ def main():
             cf = src[i]["systems"][k]["content_f1"]
             md.append("- `%s` (content F1 %.2f): %s" % (k, cf, text))
         md.append("")
+    # A reading written by hand (dated, naming what it reads) is kept beside the generated page and appended to it.
+    reading = a.out + ".reading.md"
+    if os.path.exists(reading):
+        md += ["", open(reading, encoding="utf-8").read().rstrip("\n")]
     text = "\n".join(md) + "\n"
     open(a.out + ".md", "w").write(text)
     json.dump(out, open(a.out + ".json", "w"), indent=1)

@@ -171,7 +171,7 @@ set +e
 err=$("${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" --set stage2.lr=0.002 --set stage3.steps=4 2>&1)
 rc=$?
 set -e
-[[ $rc == 2 && $err == *"stage2.lr (stage2/, noisy-inverter/, wiener-inverter/, clean-inverter/ hold work)"* && $err == *"stage3.steps (stage3/, stage2-continued/, noisy-inverter/ hold work)"* ]] ||
+[[ $rc == 2 && $err == *"stage2.lr (stage2/, noisy-inverter/, wiener-inverter/, clean-inverter/, guided-noisy/, guided-dae/, guided-clean/ hold work)"* && $err == *"stage3.steps (stage3/, stage2-continued/, noisy-inverter/ hold work)"* ]] ||
   { echo "$err" | tail -5; fail "a change of stage2.lr after stage 2 was not refused (exit $rc)"; }
 [[ $(grep -c "would invalidate saved work" <<<"$err") == 1 ]] || fail "the refusal was not printed once"
 cmp -s "$T/config.before" "$R/config.yaml" || fail "a refused resume rewrote config.yaml"

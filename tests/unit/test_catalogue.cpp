@@ -47,7 +47,9 @@ std::string guard_table() {
 // stage2.noisy_steps and stage2.noisy_lr feed noisy-inverter/ alone (the old rule "stage2.noisy_" matched no key).
 // Issue 49 added two keys: eval.imported (nothing saved) and inverter.init_from (the fresh inverters and what starts
 // from them, InitFromFeedsTheInvertersAndWhatStartsFromThem below). Issue 65 added the bag-of-words stages (bow-noisy,
-// bow-dae, bow-clean: the bow.* keys, and every key that feeds all seeded stages) and nothing else.
+// bow-dae, bow-clean: the bow.* keys, and every key that feeds all seeded stages) and nothing else. Its item 4 added the
+// guided inverters (guided-noisy, guided-dae, guided-clean: the guided.* keys, the bow.* keys their fold models train
+// on, stage 2's budget and every key that feeds the fresh T5 inverters).
 TEST(Catalogue, TheGuardFeedsWhatItFedBefore) {
   const std::string table = guard_table();
   if (const char* out = std::getenv("DAEI_WRITE_GUARD_TABLE")) {
@@ -72,7 +74,8 @@ TEST(Catalogue, OneEntryAStageInThePipelinesOrder) {
     EXPECT_FALSE(s.budget.empty()) << s.name;
   }
   const std::vector<std::string> want{"1", "pretrain", "2", "noisy-inverter", "wiener-inverter", "clean-inverter",
-                                      "3", "stage2-continued", "bow-noisy", "bow-dae", "bow-clean", "4",
+                                      "3", "stage2-continued", "bow-noisy", "bow-dae", "bow-clean",
+                                      "guided-noisy", "guided-dae", "guided-clean", "4",
                                       "dae-corrector", "noisy-corrector",
                                       "dae-continued-corrector", "clean-corrector", "lm", "embedder"};
   EXPECT_EQ(names, want);
@@ -106,12 +109,16 @@ TEST(Catalogue, ThePipelineRunsAStageWhereItsFlagsAskForIt) {
   EXPECT_EQ(base, (std::vector<std::string>{"1", "2", "noisy-inverter", "3", "4", "dae-corrector", "noisy-corrector"}));
   const auto all = planned({"reference.enabled=true", "reference.corrector=true", "stage2.wiener_inverter=true",
                             "stage3.control=true", "stage4.continued_corrector=true", "pretrain.enabled=true",
-                            "zsinvert.enabled=true", "bow.enabled=true"});
+                            "zsinvert.enabled=true", "bow.enabled=true", "guided.enabled=true"});
   EXPECT_EQ(all.size(), stage_catalogue().size() - 1);  // every stage but the defender's embedder
   // The reference bag-of-words row needs both its flags.
   const auto bow = planned({"bow.enabled=true", "reference.enabled=false"});
   EXPECT_NE(std::find(bow.begin(), bow.end(), "bow-dae"), bow.end());
   EXPECT_EQ(std::find(bow.begin(), bow.end(), "bow-clean"), bow.end());
+  EXPECT_EQ(std::find(bow.begin(), bow.end(), "guided-noisy"), bow.end());  // guided.enabled adds the guided rows
+  const auto guided = planned({"bow.enabled=true", "guided.enabled=true", "reference.enabled=false"});
+  EXPECT_NE(std::find(guided.begin(), guided.end(), "guided-dae"), guided.end());
+  EXPECT_EQ(std::find(guided.begin(), guided.end(), "guided-clean"), guided.end());
   EXPECT_EQ(std::find(all.begin(), all.end(), "embedder"), all.end());
   // Each chain's own condition: the clean corrector needs both reference flags, the continued one both control flags.
   const auto half = planned({"reference.enabled=true", "reference.corrector=false", "stage3.control=true",
@@ -174,7 +181,16 @@ TEST(Catalogue, EveryEvalRowNamesATrainedStageAndFollowsItsRoundZero) {
                       "imported-inverter", "imported-vec2text", "noisy-inverter", "noisy-vec2text", "wiener-inverter",
                       "dae-only", "dae-corrected", "dae-only-continued", "dae-corrected-continued",
                       "joint-no-corrector", "daei", "daei-clean-hyp", "zsinvert", "zsinvert-dae", "bow-clean",
-                      "bow-noisy", "bow-dae"}));
+                      "bow-noisy", "bow-dae", "guided-clean", "guided-noisy", "guided-dae"}));
+  // A guided inverter follows its bow stage (its guide at inference) and is a fresh T5 of stage 2's budget; the
+  // bow.* keys feed its fold models, the guided.* keys it alone.
+  EXPECT_EQ(find_stage("guided-dae")->needs, (std::vector<std::string>{"stage1", "bow-dae"}));
+  EXPECT_TRUE(find_stage("guided-noisy")->t5 && find_stage("guided-noisy")->fresh_inverter);
+  const auto bow_steps = cli::work_depending_on("bow.steps");
+  EXPECT_NE(std::find(bow_steps.begin(), bow_steps.end(), "guided-clean"), bow_steps.end());
+  EXPECT_EQ(cli::work_depending_on("guided.words"),
+            (std::vector<std::string>{"guided-noisy", "guided-dae", "guided-clean"}));
+  EXPECT_TRUE(cli::work_depending_on("guided.enabled").empty());
   EXPECT_EQ(eval_rows_of("bow-dae"), std::vector<std::string>{"bow-dae"});
   for (const auto& r : eval_rows()) EXPECT_EQ(r.bow, r.stage.rfind("bow-", 0) == 0) << r.system;
   EXPECT_FALSE(find_stage("bow-noisy")->t5);  // an MLP: the inverter.* and pretrain.* keys do not feed it

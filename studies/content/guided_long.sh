@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A point of the guided inverter's frontier (issue 65): guided-clean at stage2.steps STEPS instead of stage 2's budget.
+#   bash studies/content/guided_long.sh RUN_DIR STEPS      (after studies/content/run.sh RUN_DIR --guided)
+# Trains in NAME-guided-STEPS beside RUN_DIR, which links RUN_DIR's corpus, caches, tokenizer and stage1/ and
+# NAME-bow's bow-clean, and reuses NAME-bow/guided-clean's training guides (the fold models' words: the same guides,
+# only the inverter's steps differ); then `daei eval` there and the summary (results/content.md).
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUN=${1:?usage: $0 RUN_DIR STEPS}
+STEPS=${2:?usage: $0 RUN_DIR STEPS}
+[[ ${STEPS} =~ ^[1-9][0-9]*$ ]] || { echo "guided_long: ${STEPS}: not a number of steps" >&2; exit 2; }
+root=$(dirname "$RUN")
+name=$(basename "$RUN")
+bow=$root/$name-bow
+[[ -f $bow/guided-clean/guidance/train.txt && -d $bow/bow-clean/final ]] ||
+  { echo "guided_long: no $bow/guided-clean/guidance (run studies/content/run.sh $RUN --guided first)" >&2; exit 2; }
+d=$root/$name-guided-$STEPS
+mkdir -p "$d/guided-clean"
+for part in corpus cache tokenizer stage1; do [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"; done
+[[ -e $d/bow-clean ]] || ln -s "$(realpath "$bow/bow-clean")" "$d/bow-clean"
+[[ -d $d/guided-clean/guidance ]] || cp -r "$bow/guided-clean/guidance" "$d/guided-clean/"
+ROOT_FLAGS=()
+[[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
+flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-guided-$STEPS"
+       --set bow.enabled=true --set reference.enabled=true --set guided.enabled=true --set stage2.steps="$STEPS")
+daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 1 build/daei "$@"; }
+if [[ ! -d $d/guided-clean/final ]]; then  # a finished stage keeps the time recorded when it ran
+  t0=$(date +%s)
+  daei train --stage guided-clean "${flags[@]}" >"$d/guided-clean.log" 2>&1 || { tail -20 "$d/guided-clean.log"; exit 1; }
+  echo "{\"step\": \"$name-guided-$STEPS/guided-clean\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
+fi
+daei eval "${flags[@]}" --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false \
+  >"$d/eval.log" 2>&1 || { tail -20 "$d/eval.log"; exit 1; }
+# The summary of run.sh (every form that has run).
+bash studies/content/run.sh "$RUN" --summary
