@@ -36,6 +36,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "bench_inverter.h"
 #include "bench_util.h"
 #include "core/allocator.h"
 #include "dist/communicator.h"
@@ -193,21 +194,6 @@ json cmd_sure_var() {
 
 // ------------------------------------------------------------------------------------------------ stage 2
 
-InverterConfig inverter_config() {
-  InverterConfig c;
-  c.dim = arg("dim", 100);
-  c.repeat = arg("repeat", 16);
-  c.t5.vocab_size = arg("vocab", 4096);
-  c.t5.d_model = arg("d-model", 256);
-  c.t5.d_kv = arg("d-kv", 32);
-  c.t5.num_heads = arg("heads", 8);
-  c.t5.d_ff = arg("d-ff", 1024);
-  c.t5.num_layers = c.t5.num_decoder_layers = arg("layers", 2);
-  c.t5.feed_forward_proj = "relu";
-  c.t5.dropout_rate = arg("dropout-pct", 10) / 100.0;
-  return c;
-}
-
 void set_t5_speed() {
   t5_speed().fast_dropout = flag_arg("fast-dropout", true);
   t5_speed().fused_norm = flag_arg("fused-norm", true);
@@ -247,7 +233,7 @@ json cmd_t5_step(bool mpi) {
   if (mpi) comm = make_mpi_communicator();
   const int rank = comm ? comm->rank() : 0;
   const int64_t steps = arg("steps", 3, 1), B = arg("batch", 64, 1), T = arg("label-len", 32, 1);
-  auto c = inverter_config();
+  auto c = stage2_inverter_config();
   set_t5_speed();
   const Precision prec = set_precision();
   torch::manual_seed(0);
@@ -298,7 +284,7 @@ json cmd_t5_step(bool mpi) {
 // figure says what the dropouts cost in all).
 json cmd_t5_levers() {
   const int64_t rounds = arg("steps", 3, 1), B = arg("batch", 64, 1), T = arg("label-len", 32, 1);
-  auto c = inverter_config();
+  auto c = stage2_inverter_config();
   torch::manual_seed(0);
   Inverter m(c);
   m->train();
@@ -347,7 +333,7 @@ json cmd_t5_levers() {
 
 json cmd_t5_generate() {
   const int64_t steps = arg("steps", 3), B = arg("batch", 64), T = arg("label-len", 32);
-  auto c = inverter_config();
+  auto c = stage2_inverter_config();
   const Precision prec = set_precision();
   torch::manual_seed(0);
   Inverter m(c);
@@ -383,7 +369,7 @@ json cmd_t5_epoch() {
     int64_t x;
     while (in >> x) len.push_back(x);
   }
-  auto c = inverter_config();
+  auto c = stage2_inverter_config();
   torch::manual_seed(0);
   Inverter m(c);
   m->train();
@@ -438,7 +424,7 @@ json cmd_stage3_step(bool mpi) {
   else comm = std::make_unique<LocalCommunicator>();
   const int64_t steps = arg("steps", 4), batch = arg("batch", 64), T = arg("label-len", 32);
   auto o = dae_options();
-  auto ic = inverter_config();
+  auto ic = stage2_inverter_config();
   ic.dim = o.dim;
   torch::manual_seed(0);
   Dae dae(o);
@@ -523,7 +509,7 @@ json cmd_allreduce() {
       return sure_variant("hutchinson", holder, y, sigma, z, masks, 2).loss;
     };
   } else {
-    auto c = inverter_config();
+    auto c = stage2_inverter_config();
     set_t5_speed();
     auto inv = std::make_shared<InverterImpl>(c);
     inv->train();

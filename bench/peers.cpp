@@ -23,6 +23,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench_inverter.h"
 #include "bench_util.h"
 #include "core/allocator.h"
 #include "core/safetensors.h"
@@ -38,21 +39,6 @@ using namespace daei::bench;
 using json = nlohmann::json;
 
 namespace {
-
-InverterConfig inverter_config() {  // the stage-2 entry's sizes (bench/runner.py S2), flags as bench_entries'
-  InverterConfig c;
-  c.dim = arg("dim", 100);
-  c.repeat = arg("repeat", 16);
-  c.t5.vocab_size = arg("vocab", 4096);
-  c.t5.d_model = arg("d-model", 256);
-  c.t5.d_kv = arg("d-kv", 32);
-  c.t5.num_heads = arg("heads", 8);
-  c.t5.d_ff = arg("d-ff", 1024);
-  c.t5.num_layers = c.t5.num_decoder_layers = arg("layers", 2);
-  c.t5.feed_forward_proj = "relu";
-  c.t5.dropout_rate = 0.1;
-  return c;
-}
 
 DaeOptions dae_options() {  // the stage-1 entry's sizes (paper: 768, 1024, depth 3)
   DaeOptions o;
@@ -79,7 +65,7 @@ json cmd_save() {
   const std::string D = dir();
   std::filesystem::create_directories(D);
   torch::manual_seed(arg("seed", 0));
-  Inverter inv(inverter_config());
+  Inverter inv(stage2_inverter_config());
   inv->save(D + "/inverter");
   const int64_t B = arg("batch", 64), dB = arg("dae-batch", 256), K = arg("probes", 5);
   auto e = torch::randn({B, inv->cfg.dim});

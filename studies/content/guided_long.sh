@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A point of the guided inverter's frontier (issue 65): guided-clean at stage2.steps STEPS instead of stage 2's budget.
+# A point of the guided inverter's frontier (issue 65): guided-clean at stage2.steps STEPS instead of stage 2's budget,
+# and its control, the unguided clean inverter at the same steps.
 #   bash studies/content/guided_long.sh RUN_DIR STEPS      (after studies/content/run.sh RUN_DIR --guided)
 # Trains in NAME-guided-STEPS beside RUN_DIR, which links RUN_DIR's corpus, caches, tokenizer and stage1/ and
 # NAME-bow's bow-clean, and reuses NAME-bow/guided-clean's training guides (the fold models' words: the same guides,
-# only the inverter's steps differ); then `daei eval` there and the summary (results/content.md).
+# only the inverter's steps differ); the control in NAME-clean-STEPS; `daei eval` in both and the summary
+# (results/content.md). NP ranks a command (default 1).
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
@@ -26,7 +28,7 @@ ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
 flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-guided-$STEPS"
        --set bow.enabled=true --set reference.enabled=true --set guided.enabled=true --set stage2.steps="$STEPS")
-daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 1 build/daei "$@"; }
+daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np "${NP:-1}" build/daei "$@"; }
 if [[ ! -d $d/guided-clean/final ]]; then  # a finished stage keeps the time recorded when it ran
   t0=$(date +%s)
   daei train --stage guided-clean "${flags[@]}" >"$d/guided-clean.log" 2>&1 || { tail -20 "$d/guided-clean.log"; exit 1; }
@@ -34,5 +36,18 @@ if [[ ! -d $d/guided-clean/final ]]; then  # a finished stage keeps the time rec
 fi
 daei eval "${flags[@]}" --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false \
   >"$d/eval.log" 2>&1 || { tail -20 "$d/eval.log"; exit 1; }
+# The control: the clean inverter, no guide, at the same steps.
+c=$root/$name-clean-$STEPS
+mkdir -p "$c"
+for part in corpus cache tokenizer stage1; do [[ -e $c/$part ]] || ln -s "$(realpath "$RUN/$part")" "$c/$part"; done
+control=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-clean-$STEPS"
+         --set reference.enabled=true --set stage2.steps="$STEPS")
+if [[ ! -d $c/clean-inverter/final ]]; then
+  t0=$(date +%s)
+  daei train --stage clean-inverter "${control[@]}" >"$c/clean-inverter.log" 2>&1 || { tail -20 "$c/clean-inverter.log"; exit 1; }
+  echo "{\"step\": \"$name-clean-$STEPS/clean-inverter\", \"seconds\": $(($(date +%s) - t0))}" >>"$c/timing.jsonl"
+fi
+daei eval "${control[@]}" --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false \
+  >"$c/eval.log" 2>&1 || { tail -20 "$c/eval.log"; exit 1; }
 # The summary of run.sh (every form that has run).
 bash studies/content/run.sh "$RUN" --summary

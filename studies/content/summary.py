@@ -80,9 +80,13 @@ def guided_target(rows):
         "; ".join(parts), "yes" if ok else "**no**")
 
 
-def is_guided_run(run):
-    """A --long run of the guided stages (NAME-guided-STEPS) rather than of the bow stages (NAME-bow-STEPS)."""
-    return "-guided-" in os.path.basename(run)
+LONG_KINDS = {"bow": "bow-", "guided": "guided-", "clean": "clean-to-clean"}
+
+
+def long_kind(run):
+    """What a --long run NAME-KIND-STEPS trained: the bow stages, guided-clean (guided_long.sh) or the unguided clean
+    inverter (its control); its rows of that kind are the page's KIND@STEPS rows (the rest are links to other runs)."""
+    return os.path.basename(run).rsplit("-", 2)[-2]
 
 
 def fmt_ci(s, k):
@@ -129,9 +133,9 @@ def main():
         if [r["truth"] for r in l_rec] != truths:
             sys.exit("content: %s scored other test texts than %s" % (run, a.run))
         steps = os.path.basename(run).rsplit("-", 1)[-1]
-        prefix = "guided-" if is_guided_run(run) else "bow-"  # a guided run links its bow stage: not a row of it
+        prefix = LONG_KINDS[long_kind(run)]  # a guided run links its bow stage: not a row of it
         for k, v in l_res["splits"][SPLIT]["systems"].items():
-            if k.startswith(prefix):
+            if k == prefix or (prefix.endswith("-") and k.startswith(prefix)):
                 rows["%s@%s" % (k, steps)] = (v, l_rec)
                 long_rows.append("%s@%s" % (k, steps))
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
@@ -189,7 +193,8 @@ def main():
     long_pairs = [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows if k.startswith("bow-dae@")] + \
                  [(k, k.split("@")[0]) for k in long_rows] + \
                  [(k, k.split("@")[0].replace("guided-", "bow-")) for k in long_rows if k.startswith("guided-")] + \
-                 [(k, "clean-to-clean") for k in long_rows if k.startswith("guided-clean@")]
+                 [(k, "clean-to-clean") for k in long_rows if k.startswith("guided-clean@")] + \
+                 [(k, "clean-to-clean" + k[len("guided-clean"):]) for k in long_rows if k.startswith("guided-clean@")]
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
                  ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean"),
                  ("guided-dae", "guided-noisy"), ("guided-noisy", "bow-noisy"), ("guided-dae", "bow-dae"),
@@ -228,7 +233,7 @@ def main():
            "time of each step in results/quickstart.md (2 ranks).", "",
            "| run | stage | bow.steps | step | core-hours | held-out content F1 |", "|---|---|---|---|---|---|"]
     out["frontier"] = []
-    for run in [a.bow, a.probe] + [r for r in a.long if not is_guided_run(r)]:
+    for run in [a.bow, a.probe] + [r for r in a.long if long_kind(r) == "bow"]:
         tfile = os.path.join(run, "timing.jsonl")
         secs = dict(timing)  # the probe's steps are timed in the bow run's file, under the probe run's name
         if os.path.exists(tfile):
