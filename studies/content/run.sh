@@ -76,10 +76,10 @@ summary() {  # the page names every form of this script whose runs it reads
   for d in "$root/$name"-guided-[0-9]* "$root/$name"-clean-[0-9]*; do  # studies/content/guided_long.sh
     [[ -f $d/eval/results.json ]] && long+=(--long "$d")
   done
+  [[ -d $root/$name-bow/guided-noisy/final ]] && cmd+="; bash studies/content/run.sh $RUN --guided"
   for d in "$root/$name"-guided-[0-9]*; do
     [[ -f $d/eval/results.json ]] && cmd+="; bash studies/content/guided_long.sh $RUN ${d##*-}"
   done
-  [[ -d $root/$name-bow/guided-noisy/final ]] && cmd+="; bash studies/content/run.sh $RUN --guided"
   /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
     --out results/content --command "$cmd"
 }
