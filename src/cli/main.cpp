@@ -116,13 +116,16 @@ int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, Comm
     return kExitOk;
   }
   logging::init(proc.rank, proc.world, opt.log_all_ranks || config.flag("log.all_ranks"), config.str("log.level"));
+  auto comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(config, proc);
   // The commands that run the attacker's T5 models multiply in train.precision; a bf16 that neither the CPU nor
-  // CUDA has natively is refused here, before anything is written.
+  // CUDA has natively is refused here, before anything is written. auto's measurement is averaged over the ranks,
+  // so that all of them multiply alike.
   static const std::vector<std::string> t5_commands = {"train", "pretrain", "hypotheses", "eval",
                                                        "invert", "zsinvert", "pipeline"};
-  if (std::find(t5_commands.begin(), t5_commands.end(), spec.path.front()) != t5_commands.end())
-    configure_precision(config);
-  auto comm = spec.single_process ? std::make_unique<LocalCommunicator>() : make_communicator(config, proc);
+  if (std::find(t5_commands.begin(), t5_commands.end(), spec.path.front()) != t5_commands.end()) {
+    Communicator* c = comm.get();
+    configure_precision(config, [c](double v) { return c->allreduce(v, ReduceOp::Avg); });
+  }
   const std::string run_dir = (std::filesystem::path(config.str("run.root")) / config.str("run.name")).string();
   Context ctx(std::move(config), std::move(comm), proc, run_dir);
   if (command.validate) command.validate(ctx);

@@ -108,6 +108,51 @@ TEST(Precision, TheKeyResolvesFromTheProbe) {
   EXPECT_TRUE(has(refusal("fp16", false, here), "must be fp32, bf16 or auto"));
 }
 
+TEST(Precision, AutoKeepsFp32WhereBf16ProductsAreNotFaster) {
+  CpuBf16 native;  // whatever this CPU has: one that multiplies bf16 natively
+  native.avx512_bf16 = native.os_avx512 = true;
+  int calls = 0;
+  auto ratio = [&calls](double r) {
+    return [&calls, r] {
+      ++calls;
+      return r;
+    };
+  };
+  std::string why;
+  EXPECT_EQ(resolve_precision("auto", false, native, &why, ratio(0.6)), Precision::fp32);
+  EXPECT_TRUE(has(why, "0.60×") && has(why, "below 1.10×") && has(why, "AVX512-BF16")) << why;
+  EXPECT_EQ(resolve_precision("auto", false, native, &why, ratio(1.5)), Precision::bf16);
+  EXPECT_TRUE(has(why, "1.50× faster")) << why;
+  EXPECT_EQ(resolve_precision("auto", false, native, &why, ratio(NAN)), Precision::fp32) << why;
+  EXPECT_EQ(calls, 3);
+  // bf16 asked for, CUDA, or a CPU without bf16: nothing is measured.
+  EXPECT_EQ(resolve_precision("bf16", false, native, &why, ratio(0.5)), Precision::bf16);
+  EXPECT_EQ(resolve_precision("auto", true, native, &why, ratio(0.5)), Precision::bf16);
+  EXPECT_EQ(resolve_precision("auto", false, CpuBf16{}, &why, ratio(2.0)), Precision::fp32);
+  EXPECT_EQ(calls, 3);
+}
+
+TEST(Precision, TheMeasuredRatioIsFiniteAndAgreedOnByTheRanks) {
+  const double r = measure_bf16_speedup(64, 32, 64, 100);
+  EXPECT_TRUE(std::isfinite(r) && r > 0) << r;
+  // configure_precision hands its measurement to agree (the ranks' mean) and decides on what agree returns.
+  Config cfg = Config::defaults();
+  cfg.set("train.precision=auto", "test");
+  cfg.set("inverter.vocab_size=100", "test");
+  double seen = -1;
+  std::string why;
+  const Precision p = configure_precision(
+      cfg, [&seen](double v) { return seen = v, 0.5; }, &why);
+  set_matmul_precision(Precision::fp32);
+  EXPECT_EQ(p, Precision::fp32) << why;
+  if (cpu_bf16().native()) {
+    EXPECT_GT(seen, 0) << why;
+    EXPECT_TRUE(has(why, "0.50×")) << why;
+  } else {
+    EXPECT_EQ(seen, -1) << "a CPU without native bf16 measures nothing";
+  }
+}
+
 TEST(Precision, BadValuesOfTheKeyAreRefusedInOneLine) {
   for (const char* bad : {"fp16", "BF16", "off", "\"\""}) {
     std::string msg;

@@ -5,7 +5,10 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <unordered_map>
 
 #include "core/config.h"
@@ -65,7 +68,8 @@ std::string CpuBf16::missing() const {
   return "this CPU has neither AVX512-BF16 (cpuid 7.1 EAX bit 5) nor AMX-BF16 (cpuid 7.0 EDX bit 22)";
 }
 
-Precision resolve_precision(const std::string& value, bool cuda, const CpuBf16& cpu, std::string* why) {
+Precision resolve_precision(const std::string& value, bool cuda, const CpuBf16& cpu, std::string* why,
+                            const std::function<double()>& bf16_speedup) {
   auto say = [&](const std::string& s) {
     if (why) *why = s;
   };
@@ -77,6 +81,19 @@ Precision resolve_precision(const std::string& value, bool cuda, const CpuBf16& 
     throw UsageError(fmt::format("train.precision must be fp32, bf16 or auto, got '{}'", value));
   if (cuda) {
     say(fmt::format("bf16 matrix products on CUDA (train.precision: {})", value));
+    return Precision::bf16;
+  }
+  if (cpu.native() && value == "auto" && bf16_speedup) {
+    const double s = bf16_speedup();
+    if (!(s >= kMinBf16Speedup)) {
+      say(fmt::format("fp32 (train.precision: auto; the CPU has {} but its bf16 products ran at {:.2f}× fp32's speed "
+                      "at this model's shapes, below {:.2f}×)",
+                      cpu.isa(), s, kMinBf16Speedup));
+      return Precision::fp32;
+    }
+    say(fmt::format("bf16 matrix products: the CPU multiplies bf16 natively ({}) and {:.2f}× faster than fp32 at this "
+                    "model's shapes (train.precision: auto)",
+                    cpu.isa(), s));
     return Precision::bf16;
   }
   if (cpu.native()) {
@@ -102,16 +119,25 @@ using WeightCache = std::unordered_map<const c10::TensorImpl*, std::pair<at::Ten
 thread_local WeightCache* t_weights = nullptr;
 }  // namespace
 
-Precision configure_precision(const Config& cfg) {
+Precision configure_precision(const Config& cfg, const std::function<double(double)>& agree, std::string* why_out) {
   const std::string dev = cfg.str("train.device");
   const bool cuda = dev == "cuda" || (dev == "auto" && torch::cuda::is_available());
+  auto speedup = [&] {
+    const int64_t rows = std::min<int64_t>(1024, cfg.integer("stage2.batch_size") * cfg.integer("inverter.max_length_train"));
+    double s = measure_bf16_speedup(rows, cfg.integer("inverter.d_model"), cfg.integer("inverter.d_ff"),
+                                    cfg.integer("inverter.vocab_size"));
+    if (agree) s = agree(s);
+    return s;
+  };
   std::string why;
-  const Precision p = resolve_precision(cfg.str("train.precision"), cuda, cpu_bf16(), &why);
+  const Precision p = resolve_precision(cfg.str("train.precision"), cuda, cpu_bf16(), &why, speedup);
   set_matmul_precision(p);
   // The default (fp32 asked for) says nothing: a log line before a command's one-line refusal would be a second line.
   if (cfg.str("train.precision") != "fp32") LOG_INFO("[precision] {}", why);
+  if (why_out) *why_out = why;
   return p;
 }
+
 
 Precision matmul_precision() {
   return static_cast<Precision>(t_override >= 0 ? t_override : g_precision.load(std::memory_order_relaxed));
@@ -199,6 +225,35 @@ at::Tensor mp_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   if (!grad) return bf16_linear(x, bf16_weight(w), b, nullptr);
   // An undefined tensor cannot be an autograd input in libtorch 1.13: no bias travels as an empty tensor.
   return Bf16LinearFn::apply(x, w, b.defined() ? b : torch::empty({0}, w.options()));
+}
+
+double measure_bf16_speedup(int64_t rows, int64_t d_model, int64_t d_ff, int64_t vocab) {
+  torch::NoGradGuard no_grad;
+  const std::vector<std::pair<int64_t, int64_t>> products = {{d_model, d_ff}, {d_ff, d_model}, {d_model, vocab}};
+  std::vector<at::Tensor> xs, ws;
+  for (const auto& [in, out] : products) {
+    xs.push_back(torch::randn({rows, in}));
+    ws.push_back(torch::randn({out, in}));
+  }
+  auto seconds_of = [&](bool bf16) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (bf16)
+        (void)bf16_linear(xs[i], cast_copy(ws[i], at::kBFloat16), {}, nullptr);
+      else
+        (void)at::mm(xs[i], ws[i].t());
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Interleaved, so that a burst of load elsewhere hits both; the best of each.
+  double fp32 = INFINITY, bf16 = INFINITY;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double f = seconds_of(false), b = seconds_of(true);
+    if (rep == 0) continue;  // warm-up: oneDNN compiles its kernels on first use
+    fp32 = std::min(fp32, f);
+    bf16 = std::min(bf16, b);
+  }
+  return fp32 / bf16;
 }
 
 }  // namespace daei

@@ -4,6 +4,7 @@
 // loss) is unchanged. The setting is process-wide (one key, applied at start by the command line), with a
 // thread-local guard for code that must stay fp32 whatever the key says (the black-box embedder).
 #pragma once
+#include <functional>
 #include <string>
 #include <torch/types.h>
 
@@ -29,10 +30,24 @@ const CpuBf16& cpu_bf16();  // probed once
 
 // The key's value (fp32 | bf16 | auto) for a run on CUDA or on this CPU. Throws UsageError (one line) for any other
 // value, and for bf16 where neither the device nor the CPU multiplies bf16 natively. *why: what was picked and why.
-Precision resolve_precision(const std::string& value, bool cuda, const CpuBf16& cpu, std::string* why = nullptr);
+// auto on a CPU with native bf16 calls bf16_speedup (fp32's time ÷ bf16's at the model's products) where given, and
+// keeps fp32 below kMinBf16Speedup: an ISA flag does not make the products faster (Intel's AVX512-BF16 without AMX
+// runs the quickstart's T5 step 1.7× slower in bf16, results/precision_auto.md).
+constexpr double kMinBf16Speedup = 1.1;
+Precision resolve_precision(const std::string& value, bool cuda, const CpuBf16& cpu, std::string* why = nullptr,
+                            const std::function<double()>& bf16_speedup = {});
 
-// Reads train.precision and train.device, sets the process's precision, logs one `[precision]` line.
-Precision configure_precision(const Config& cfg);
+// fp32's time ÷ bf16's (cast in, GEMM, cast out: mp_linear's forward with a fresh weight cast, as in training) for
+// the three products of a T5 layer and its LM head: rows × d_model → d_ff, rows × d_ff → d_model, rows × d_model →
+// vocab. The best of a few repetitions each, after a warm-up; about half a second at the quickstart's sizes.
+double measure_bf16_speedup(int64_t rows, int64_t d_model, int64_t d_ff, int64_t vocab);
+
+// Reads train.precision and train.device, sets the process's precision, logs one `[precision]` line. auto measures
+// bf16 against fp32 at the inverter's shapes (inverter.*, stage2.batch_size × inverter.max_length_train rows, at
+// most 1,024). agree (the ranks' mean, from the command line's communicator) makes every rank pick the same.
+// *why: the log line's text.
+Precision configure_precision(const Config& cfg, const std::function<double(double)>& agree = {},
+                              std::string* why = nullptr);
 
 Precision matmul_precision();  // this thread's guard's, else the process's
 void set_matmul_precision(Precision p);
