@@ -270,6 +270,7 @@ int train_guided(Context& ctx, const TrainCommand& cmd, const std::string& stage
   budget.guide_words = o.words;
   budget.guide_bow = bow_stage;
   budget.guide_pieces = o.max_pieces;
+  budget.guide_copy = o.copy;
   auto held = with_guides(val, bow, o.words);
   return train_inverter(ctx, cmd, tag, stage_dir,
                         with_guides(data, std::make_shared<const std::vector<std::string>>(std::move(lines))),

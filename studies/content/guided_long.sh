@@ -6,36 +6,53 @@
 # NAME-bow's bow-clean, and reuses NAME-bow/guided-clean's training guides (the fold models' words: the same guides,
 # only the inverter's steps differ); the control in NAME-clean-STEPS; `daei eval` in both and the summary
 # (results/content.md). NP ranks a command (default 1).
+#   bash studies/content/guided_long.sh RUN_DIR STEPS --copy
+# guided-clean with the copy gate (guided.copy) in NAME-guided-copy-STEPS; its control is guided-clean without it at
+# the same steps (NAME-bow's at stage 2's budget, else NAME-guided-STEPS's), so no unguided control is trained.
+# PRECISION (fp32 | bf16 | auto, default auto) is train.precision: give the one its control was trained in.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:?usage: $0 RUN_DIR STEPS}
-STEPS=${2:?usage: $0 RUN_DIR STEPS}
+STEPS=${2:?usage: $0 RUN_DIR STEPS [--copy]}
 [[ ${STEPS} =~ ^[1-9][0-9]*$ ]] || { echo "guided_long: ${STEPS}: not a number of steps" >&2; exit 2; }
+COPY=false
+case ${3:-} in
+  "") ;;
+  --copy) COPY=true ;;
+  *) echo "guided_long: ${3}: unknown option (--copy)" >&2; exit 2 ;;
+esac
+kind=guided
+[[ $COPY == true ]] && kind=guided-copy
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
 bow=$root/$name-bow
 [[ -f $bow/guided-clean/guidance/train.txt && -d $bow/bow-clean/final ]] ||
   { echo "guided_long: no $bow/guided-clean/guidance (run studies/content/run.sh $RUN --guided first)" >&2; exit 2; }
-d=$root/$name-guided-$STEPS
+d=$root/$name-$kind-$STEPS
 mkdir -p "$d/guided-clean"
 for part in corpus cache tokenizer stage1; do [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"; done
 [[ -e $d/bow-clean ]] || ln -s "$(realpath "$bow/bow-clean")" "$d/bow-clean"
 [[ -d $d/guided-clean/guidance ]] || cp -r "$bow/guided-clean/guidance" "$d/guided-clean/"
 ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
-flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-guided-$STEPS"
-       --set bow.enabled=true --set reference.enabled=true --set guided.enabled=true --set stage2.steps="$STEPS")
+flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-$kind-$STEPS"
+       --set bow.enabled=true --set reference.enabled=true --set guided.enabled=true --set stage2.steps="$STEPS"
+       --set guided.copy="$COPY" --set train.precision="${PRECISION:-auto}")
 daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np "${NP:-1}" build/daei "$@"; }
 if [[ ! -d $d/guided-clean/final ]]; then  # a finished stage keeps the time recorded when it ran
   t0=$(date +%s)
   daei train --stage guided-clean "${flags[@]}" >"$d/guided-clean.log" 2>&1 || { tail -20 "$d/guided-clean.log"; exit 1; }
-  echo "{\"step\": \"$name-guided-$STEPS/guided-clean\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
+  echo "{\"step\": \"$name-$kind-$STEPS/guided-clean\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
 fi
 daei eval "${flags[@]}" --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false \
   >"$d/eval.log" 2>&1 || { tail -20 "$d/eval.log"; exit 1; }
+if [[ $COPY == true ]]; then
+  bash studies/content/run.sh "$RUN" --summary
+  exit 0
+fi
 # The control: the clean inverter, no guide, at the same steps.
 c=$root/$name-clean-$STEPS
 mkdir -p "$c"

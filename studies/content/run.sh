@@ -73,12 +73,16 @@ summary() {  # the page names every form of this script whose runs it reads
   for d in "$root/$name"-bow-[0-9]*; do
     [[ -d $d ]] && long+=(--long "$d") && cmd+="; bash studies/content/run.sh $RUN --long ${d##*-}"
   done
-  for d in "$root/$name"-guided-[0-9]* "$root/$name"-clean-[0-9]*; do  # studies/content/guided_long.sh
-    [[ -f $d/eval/results.json ]] && long+=(--long "$d")
+  for d in "$root/$name"-guided-[0-9]* "$root/$name"-guided-copy-[0-9]* "$root/$name"-clean-[0-9]*; do
+    [[ -f $d/eval/results.json ]] && long+=(--long "$d")  # studies/content/guided_long.sh
   done
   [[ -d $root/$name-bow/guided-noisy/final ]] && cmd+="; bash studies/content/run.sh $RUN --guided"
   for d in "$root/$name"-guided-[0-9]*; do
     [[ -f $d/eval/results.json ]] && cmd+="; bash studies/content/guided_long.sh $RUN ${d##*-}"
+  done
+  for d in "$root/$name"-guided-copy-[0-9]*; do
+    [[ -f $d/eval/results.json ]] &&
+      cmd+="; PRECISION=$(awk '$1 == "precision:" {print $2; exit}' "$d/config.yaml") bash studies/content/guided_long.sh $RUN ${d##*-} --copy"
   done
   /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
     --out results/content --command "$cmd"

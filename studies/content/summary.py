@@ -80,7 +80,7 @@ def guided_target(rows):
         "; ".join(parts), "yes" if ok else "**no**")
 
 
-LONG_KINDS = {"bow": "bow-", "guided": "guided-", "clean": "clean-to-clean"}
+LONG_KINDS = {"bow": "bow-", "guided": "guided-", "copy": "guided-", "clean": "clean-to-clean"}
 
 
 def long_kind(run):
@@ -133,11 +133,14 @@ def main():
         if [r["truth"] for r in l_rec] != truths:
             sys.exit("content: %s scored other test texts than %s" % (run, a.run))
         steps = os.path.basename(run).rsplit("-", 1)[-1]
-        prefix = LONG_KINDS[long_kind(run)]  # a guided run links its bow stage: not a row of it
+        kind = long_kind(run)
+        prefix = LONG_KINDS[kind]  # a guided run links its bow stage: not a row of it
         for k, v in l_res["splits"][SPLIT]["systems"].items():
             if k == prefix or (prefix.endswith("-") and k.startswith(prefix)):
-                rows["%s@%s" % (k, steps)] = (v, l_rec)
-                long_rows.append("%s@%s" % (k, steps))
+                # guided_long.sh --copy: guided-clean with the copy gate, guided-copy-clean@STEPS
+                name = ("guided-copy-" + k[len("guided-"):] if kind == "copy" else k) + "@" + steps
+                rows[name] = (v, l_rec)
+                long_rows.append(name)
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
             [k for k in ("bow-noisy", "bow-dae", "bow-clean", "probe-noisy", "probe-clean") if k in rows] + long_rows + \
             [k for k in GUIDED if k in rows] + \
@@ -190,11 +193,19 @@ def main():
     # Headline pairs.
     md += ["", "## Pairs (paired on the same texts)", "", "| pair | content F1 diff [95 % CI] | token F1 diff [95 % CI] |",
            "|---|---|---|"]
-    long_pairs = [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows if k.startswith("bow-dae@")] + \
-                 [(k, k.split("@")[0]) for k in long_rows] + \
-                 [(k, k.split("@")[0].replace("guided-", "bow-")) for k in long_rows if k.startswith("guided-")] + \
-                 [(k, "clean-to-clean") for k in long_rows if k.startswith("guided-clean@")] + \
-                 [(k, "clean-to-clean" + k[len("guided-clean"):]) for k in long_rows if k.startswith("guided-clean@")]
+    copy_rows = [k for k in long_rows if k.startswith("guided-copy-")]
+    long_rows_plain = [k for k in long_rows if k not in copy_rows]
+    # A copy-gate row against guided-clean at its steps (the bow run's at stage 2's budget), its guide, clean-to-clean.
+    copy_pairs = [(k, k.replace("guided-copy-", "guided-") if k.replace("guided-copy-", "guided-") in rows
+                   else k.split("@")[0].replace("guided-copy-", "guided-")) for k in copy_rows] + \
+                 [(k, k.split("@")[0].replace("guided-copy-", "bow-")) for k in copy_rows] + \
+                 [(k, "clean-to-clean") for k in copy_rows]
+    long_pairs = copy_pairs + \
+                 [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows_plain if k.startswith("bow-dae@")] + \
+                 [(k, k.split("@")[0]) for k in long_rows_plain] + \
+                 [(k, k.split("@")[0].replace("guided-", "bow-")) for k in long_rows_plain if k.startswith("guided-")] + \
+                 [(k, "clean-to-clean") for k in long_rows_plain if k.startswith("guided-clean@")] + \
+                 [(k, "clean-to-clean" + k[len("guided-clean"):]) for k in long_rows_plain if k.startswith("guided-clean@")]
     for x, y in (("bow-dae", "bow-noisy"), ("daei", "noisy-vec2text"), ("bow-noisy", "daei"),
                  ("bow-noisy", "noisy-vec2text"), ("bow-clean", "clean-to-clean"), ("bow-clean", "probe-clean"),
                  ("guided-dae", "guided-noisy"), ("guided-noisy", "bow-noisy"), ("guided-dae", "bow-dae"),

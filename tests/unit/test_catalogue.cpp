@@ -49,7 +49,7 @@ std::string guard_table() {
 // from them, InitFromFeedsTheInvertersAndWhatStartsFromThem below). Issue 65 added the bag-of-words stages (bow-noisy,
 // bow-dae, bow-clean: the bow.* keys, and every key that feeds all seeded stages) and nothing else. Its item 4 added the
 // guided inverters (guided-noisy, guided-dae, guided-clean: the guided.* keys, the bow.* keys their fold models train
-// on, stage 2's budget and every key that feeds the fresh T5 inverters).
+// on, stage 2's budget and every key that feeds the fresh T5 inverters), then guided.copy (the copy gate).
 TEST(Catalogue, TheGuardFeedsWhatItFedBefore) {
   const std::string table = guard_table();
   if (const char* out = std::getenv("DAEI_WRITE_GUARD_TABLE")) {

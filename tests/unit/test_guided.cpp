@@ -153,6 +153,70 @@ TEST(Guided, InverterReadsItsGuideAndNotItsPadding) {
   EXPECT_NEAR(back->loss(e, labels, &guide).sum.item<double>(), base, 1e-5);
 }
 
+// The copy gate (guided.copy): the loss is the cross-entropy of the model's logits raised by softplus(gate) on the
+// row's guide pieces (pad, eos and masked positions left out), computed here from the T5's own full logits; decoding
+// with a wide-open gate writes only the row's own guide pieces, greedy and beam alike; the gate learns and survives
+// the folder.
+TEST(Guided, CopyGateRaisesTheGuidesPiecesInLossAndDecoding) {
+  EXPECT_THROW(tiny_inverter(0)->enable_guide_copy(), Error);
+  auto inv = tiny_inverter(3);
+  inv->enable_guide_copy();
+  auto e = torch::randn({2, 12});
+  auto labels = labels_from_rows({{5, 7, 1}, {9, 8, 9, 1}});
+  const InverterGuide guide{torch::tensor({7, 8, 1, 0, 9, 1, 0, 8}, torch::kLong).reshape({2, 4}),
+                            torch::tensor({1, 1, 1, 0, 1, 1, 0, 0}, torch::kLong).reshape({2, 4})};
+  const auto pieces = inv->guide_piece_mask(guide);
+  EXPECT_EQ(pieces.sum().item<double>(), 3.0);
+  EXPECT_EQ(pieces[0][7].item<float>() + pieces[0][8].item<float>() + pieces[1][9].item<float>(), 3.0f);
+  {
+    torch::NoGradGuard ng;
+    inv->copy_gate->bias.fill_(2.0);
+  }
+  const double raise = std::log1p(std::exp(2.0));
+  at::Tensor mask;
+  auto x = inv->encoder_inputs(e, &guide, mask);
+  auto logits = inv->t5->forward(x, mask, labels).logits + raise * pieces.unsqueeze(1);
+  const double reference =
+      at::cross_entropy_loss(logits.reshape({-1, 50}), labels.reshape({-1}), {}, at::Reduction::Sum, -100)
+          .item<double>();
+  auto l = inv->loss(e, labels, &guide);
+  EXPECT_EQ(l.count, 7);
+  EXPECT_NEAR(l.sum.item<double>(), reference, 1e-4 * std::abs(reference));
+  l.sum.backward();
+  ASSERT_TRUE(inv->copy_gate->bias.grad().defined());
+  EXPECT_GT(inv->copy_gate->bias.grad().abs().item<double>(), 0.0);
+  EXPECT_GT(inv->copy_gate->weight.grad().abs().sum().item<double>(), 0.0);
+  // A wide-open gate: every written token is one of its row's guide pieces (eos is not one: all 5 steps write).
+  {
+    torch::NoGradGuard ng;
+    inv->copy_gate->bias.fill_(60.0);
+  }
+  for (const int64_t beams : {1, 2}) {
+    GenerateOptions g = with_beams(beams);
+    g.max_length = 6;
+    const auto out = inv->generate(e, g, &guide);
+    ASSERT_EQ(out.size(0), 2);
+    for (int64_t t = 1; t < out.size(1); ++t) {
+      const int64_t a = out[0][t].item<int64_t>(), b = out[1][t].item<int64_t>();
+      EXPECT_TRUE(a == 7 || a == 8) << "beams " << beams << " step " << t << ": " << a;
+      EXPECT_EQ(b, 9) << "beams " << beams << " step " << t;
+    }
+  }
+  {
+    torch::NoGradGuard ng;
+    inv->copy_gate->bias.fill_(1.0);
+    inv->copy_gate->weight.normal_();
+  }
+  const TempDir tmp("guided-copy");
+  inv->save(tmp.str());
+  auto back = InverterImpl::load(tmp.str());
+  EXPECT_TRUE(back->cfg.guide_copy);
+  EXPECT_NEAR(back->loss(e, labels, &guide).sum.item<double>(), inv->loss(e, labels, &guide).sum.item<double>(), 1e-5);
+  GenerateOptions g;
+  g.max_length = 6;
+  EXPECT_TRUE(torch::equal(back->generate(e, g, &guide), inv->generate(e, g, &guide)));
+}
+
 // A guided inverter stage trains on guide lines and records them in its final folder; lines for an unguided stage
 // are refused.
 TEST(Guided, StageTrainsOnGuideLines) {

@@ -262,6 +262,29 @@ TEST(Hypotheses, NoiseKeysIndependent) {
   RecordProperty("same_hypothesis_pairs", int(same_pairs));
 }
 
+// Where no piece of the first chunk rises above the noise (here σ 50 on a release whose clean vectors are far
+// smaller), the rest is not queried and no row changes; the log line says so.
+TEST(TokenInit, GivesUpWhereTheFirstChunkIsAllNoise) {
+  auto box = noisy_embedder(50.0, 5);
+  torch::manual_seed(test::seed(4));
+  T5Model a(tiny_t5());
+  const at::Tensor before = a->shared->weight.clone();
+  const auto r = init_token_embeddings(*a, tokenizer(), *box, 3, 99, 8);
+  ASSERT_GT(r.pieces, 8);
+  EXPECT_TRUE(r.gave_up);
+  EXPECT_EQ(r.initialised, 0);
+  EXPECT_EQ(r.queried, 8);
+  EXPECT_EQ(r.queries, 3 * 8);
+  EXPECT_TRUE(torch::equal(a->shared->weight, before));
+  EXPECT_NE(r.describe().find("none of the first 8 pieces rose above the noise in 24 black-box queries"),
+            std::string::npos)
+      << r.describe();
+  // A release whose pieces do rise above it: every chunk is queried.
+  const auto all = init_token_embeddings(*a, tokenizer(), *noisy_embedder(0.01, 5), 3, 99, 8);
+  EXPECT_FALSE(all.gave_up);
+  EXPECT_EQ(all.queried, all.pieces);
+}
+
 // Token embeddings from black-box queries (inverter.token_init): Q has orthonormal columns, so the rows keep the
 // geometry of the queried vectors (cosines equal), have norm sqrt(d_model), are the same in every call, and a
 // piece the embedder maps to zero (special pieces decode to "") keeps its random row.

@@ -115,7 +115,19 @@ TEST(BertParity, MatchesReference) {
   auto io = daei::load_safetensors(kDir + "bert/io.safetensors");
   torch::NoGradGuard ng;
   auto out = m->forward(io.at("input_ids"), io.at("attention_mask"), io.at("token_type_ids"));
-  double e1 = rel_err(out.last_hidden_state, io.at("last_hidden_state"));
+  // Inference on a padded batch runs the layers on the real tokens only: those positions match Hugging Face's, the
+  // padded ones (whose values nothing reads) are 0. The padded forward (pack_padding off) matches everywhere.
+  const auto real = io.at("attention_mask").to(torch::kBool).unsqueeze(-1);
+  ASSERT_FALSE(real.all().item<bool>()) << "the fixture's batch has padding";
+  EXPECT_EQ(out.last_hidden_state.masked_select(real.logical_not()).abs().max().item<float>(), 0.0f);
+  double e1 = rel_err(out.last_hidden_state * real, io.at("last_hidden_state") * real);
+  m->pack_padding = false;
+  const auto padded = m->forward(io.at("input_ids"), io.at("attention_mask"), io.at("token_type_ids"));
+  m->pack_padding = true;
+  const double e_padded = rel_err(padded.last_hidden_state, io.at("last_hidden_state"));
+  std::printf("[parity] bert rel err: padded forward last_hidden %.2e\n", e_padded);
+  EXPECT_LT(e_padded, kTol);
+  EXPECT_LT((padded.last_hidden_state * real - out.last_hidden_state).abs().max().item<float>(), 1e-5);
   double e2 = rel_err(out.pooler_output, io.at("pooler_output"));
   std::printf("[parity] bert rel err: last_hidden %.2e pooler %.2e\n", e1, e2);
   EXPECT_LT(e1, kTol);

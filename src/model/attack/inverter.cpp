@@ -78,6 +78,40 @@ InverterImpl::InverterImpl(const InverterConfig& c) : cfg(c) {
   embedding_transform =
       register_module("embedding_transform", EmbeddingTransform(c.dim, c.t5.d_model, c.repeat, c.t5.dropout_rate));
   t5 = register_module("t5", T5Model(c.t5));
+  if (c.guide_copy) {
+    cfg.guide_copy = false;
+    enable_guide_copy();
+  }
+}
+
+void InverterImpl::enable_guide_copy() {
+  DAEI_CHECK(cfg.guide_words > 0, "inverter: the copy gate needs a guided inverter (guide_words > 0)");
+  if (cfg.guide_copy) return;
+  cfg.guide_copy = true;
+  copy_gate = register_module("copy_gate", torch::nn::Linear(cfg.t5.d_model, 1));
+  torch::NoGradGuard ng;
+  copy_gate->weight.zero_();
+  copy_gate->bias.zero_();
+}
+
+at::Tensor InverterImpl::guide_piece_mask(const InverterGuide& guide) const {
+  const auto ids = guide.ids.to(torch::kCPU, torch::kLong), mask = guide.mask.to(torch::kCPU, torch::kLong);
+  const int64_t V = cfg.t5.vocab_size;
+  const auto keep = (mask != 0) & (ids != cfg.t5.pad_token_id) & (ids != cfg.t5.eos_token_id) & (ids >= 0) & (ids < V);
+  auto out = torch::zeros({ids.size(0), V});
+  const auto at = keep.nonzero();  // (n, 2): row, position
+  if (at.size(0) > 0) {
+    const auto rows = at.select(1, 0), cols = ids.index({rows, at.select(1, 1)});
+    out.index_put_({rows, cols}, torch::ones({rows.size(0)}));
+  }
+  return out.to(guide.ids.device());
+}
+
+at::Tensor InverterImpl::copy_logits(const at::Tensor& h, const at::Tensor& pieces) {
+  const bool tied = t5->cfg.tie_word_embeddings;
+  const auto& w = tied ? t5->shared->weight : t5->lm_head->weight;
+  auto logits = mp_linear(tied ? h * std::pow(static_cast<double>(t5->cfg.d_model), -0.5) : h, w).to(torch::kFloat);
+  return logits + torch::softplus(copy_gate->forward(h.to(torch::kFloat))) * pieces;
 }
 
 at::Tensor InverterImpl::project(const at::Tensor& e) {
@@ -108,14 +142,35 @@ TokenLoss InverterImpl::loss(const at::Tensor& e, const at::Tensor& labels, cons
   auto enc = t5->encode(x, mask);
   auto dec_in = t5->shift_right(labels);
   auto h = t5->decoder->forward(t5->embed(dec_in), {}, enc, mask);
-  return t5_token_loss(*t5, h, labels);
+  if (!cfg.guide_copy) return t5_token_loss(*t5, h, labels);
+  // The copy gate's loss: every real token's logits with the raise of its row's guide pieces (no fused LM head:
+  // the raise differs by row).
+  auto flat = labels.reshape({-1});
+  auto keep = (flat != -100).nonzero().squeeze(1);
+  TokenLoss out;
+  out.count = keep.numel();
+  if (out.count == 0) {
+    out.sum = (h.sum() + copy_gate->weight.sum()) * 0.0;  // the graph (and gradient schema) of an empty micro-batch
+    return out;
+  }
+  auto rows = torch::div(keep, labels.size(1), "floor");
+  auto pieces = guide_piece_mask(*guide).to(h.device()).index_select(0, rows);
+  auto logits = copy_logits(h.reshape({-1, h.size(-1)}).index_select(0, keep), pieces);
+  out.sum = at::cross_entropy_loss(logits, flat.index_select(0, keep), {}, at::Reduction::Sum, -100);
+  return out;
 }
 
 at::Tensor InverterImpl::generate(const at::Tensor& e, const GenerateOptions& opt, const InverterGuide* guide) {
   torch::NoGradGuard ng;
   at::Tensor mask;
   auto x = encoder_inputs(e, guide, mask);
-  return t5_generate(*t5, x, mask, opt).sequences;
+  if (!cfg.guide_copy) return t5_generate(*t5, x, mask, opt).sequences;
+  GenerateOptions with_copy = opt;
+  const auto pieces = guide_piece_mask(*guide).to(x.device());
+  with_copy.adjust_logits = [this, pieces](const at::Tensor& logits, const at::Tensor& h, const at::Tensor& input) {
+    return logits + torch::softplus(copy_gate->forward(h)) * pieces.index_select(0, input);
+  };
+  return t5_generate(*t5, x, mask, with_copy).sequences;
 }
 
 void InverterImpl::save(const std::string& dir) const {
@@ -127,9 +182,15 @@ void InverterImpl::save(const std::string& dir) const {
     proj["embedding_transform." + k.substr(4)] = v;
   }
   save_safetensors(dir + "/embedding_transform.safetensors", proj, {{"format", "pt"}});
+  if (cfg.guide_copy) {
+    TensorMap gate;
+    for (const auto& [k, v] : module_state(*copy_gate)) gate["copy_gate." + k] = v;
+    save_safetensors(dir + "/copy_gate.safetensors", gate, {{"format", "pt"}});
+  }
   json j{{"schema", "daei.inverter.v1"}, {"dim", cfg.dim}, {"num_repeat_tokens", cfg.repeat}};
   if (cfg.guide_words > 0)
-    j["guide"] = {{"words", cfg.guide_words}, {"bow_stage", cfg.guide_bow}, {"max_pieces", cfg.guide_pieces}};
+    j["guide"] = {{"words", cfg.guide_words}, {"bow_stage", cfg.guide_bow}, {"max_pieces", cfg.guide_pieces},
+                  {"copy", cfg.guide_copy}};
   write_file_atomic(dir + "/inverter.json", j.dump(2) + "\n");
 }
 
@@ -145,6 +206,7 @@ std::shared_ptr<InverterImpl> InverterImpl::load(const std::string& dir) {
     c.guide_words = j["guide"].value("words", int64_t{0});
     c.guide_bow = j["guide"].value("bow_stage", std::string());
     c.guide_pieces = j["guide"].value("max_pieces", int64_t{0});
+    c.guide_copy = j["guide"].value("copy", false);
     DAEI_CHECK(c.guide_words > 0 && !c.guide_bow.empty() && c.guide_pieces > 1,
                "{}/inverter.json: a guide without words, bow_stage or max_pieces", dir);
   }
@@ -155,6 +217,12 @@ std::shared_ptr<InverterImpl> InverterImpl::load(const std::string& dir) {
   for (const auto& [k, v] : load_safetensors(dir + "/embedding_transform.safetensors"))
     proj["net." + k.substr(std::string("embedding_transform.").size())] = v;
   load_module_state(*inv->embedding_transform, proj, dir + "/embedding_transform.safetensors");
+  if (c.guide_copy) {
+    TensorMap gate;
+    for (const auto& [k, v] : load_safetensors(dir + "/copy_gate.safetensors"))
+      gate[k.substr(std::string("copy_gate.").size())] = v;
+    load_module_state(*inv->copy_gate, gate, dir + "/copy_gate.safetensors");
+  }
   inv->eval();
   return inv;
 }

@@ -12,6 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 
 #include "model/net/t5.h"
 
@@ -54,6 +55,10 @@ struct InverterConfig {
   int64_t guide_words = 0;
   std::string guide_bow;
   int64_t guide_pieces = 0;  // at most this many word pieces of a guide line (eos included)
+  // The copy gate (guided.copy): each decoding step adds softplus(copy_gate(h)) to the logits of the guide's pieces,
+  // h the decoder's hidden state there. A from-scratch T5 learns late to copy from its encoder input (results/
+  // content.md); the gate gives it a path that costs one linear layer, and lets it learn where to copy.
+  bool guide_copy = false;
 };
 
 // The guide of a batch: word-piece ids (B, G) padded with pad, and their mask (B, G), 1 on real pieces
@@ -74,6 +79,13 @@ class InverterImpl : public torch::nn::Module {
   TokenLoss loss(const at::Tensor& e, const at::Tensor& labels, const InverterGuide* guide = nullptr);
   // Greedy (num_beams 1) or beam decoding: (B * num_return_sequences, L) token ids.
   at::Tensor generate(const at::Tensor& e, const GenerateOptions& opt, const InverterGuide* guide = nullptr);
+  // A guided inverter's copy gate, registered as "copy_gate" (Linear(d_model → 1), zero weight: softplus(0) at
+  // first); call before the optimizer takes the parameters. Sets cfg.guide_copy.
+  void enable_guide_copy();
+  // (B, V): 1 where a piece of the row's guide is (pad and eos left out), else 0.
+  at::Tensor guide_piece_mask(const InverterGuide& guide) const;
+  // Next-token logits (N, V) of decoder states h (N, d_model) with the copy gate's raise of pieces (N, V).
+  at::Tensor copy_logits(const at::Tensor& h, const at::Tensor& pieces);
 
   // final/inverter/: config.json + model.safetensors (Hugging Face T5) + embedding_transform.safetensors +
   // inverter.json. load() also accepts a plain Hugging Face T5 directory as the starting point (t5-base) when
@@ -84,6 +96,7 @@ class InverterImpl : public torch::nn::Module {
   InverterConfig cfg;
   EmbeddingTransform embedding_transform{nullptr};
   T5Model t5{nullptr};  // registered as "t5": checkpoints carry t5.shared.weight, ...
+  torch::nn::Linear copy_gate{nullptr};  // with cfg.guide_copy only; saved in copy_gate.safetensors
 };
 TORCH_MODULE(Inverter);
 

@@ -1,5 +1,7 @@
 #include "model/net/bert.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -82,19 +84,39 @@ struct BertLayerImpl : torch::nn::Module {
     const int64_t B = x.size(0), T = x.size(1), H = cfg.num_attention_heads, D = cfg.hidden_size / H;
     auto split = [&](const torch::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
     auto& s = attention->self;
-    auto q = split(s->query->forward(x)), k = split(s->key->forward(x)), v = split(s->value->forward(x));
-    torch::Tensor ctx;
+    auto ctx = attend(split(s->query->forward(x)), split(s->key->forward(x)), split(s->value->forward(x)), bias);
+    return after_attention(ctx.transpose(1, 2).reshape({B, T, H * D}), x);
+  }
+  // The same layer on the real tokens only: x (N, H) holds the rows idx (N) of the (B·T) positions. The token-wise
+  // products see N rows instead of B·T; attention alone sees the padded layout, with zeros where padding was (masked
+  // keys, discarded queries), so every real token's output is the padded forward's.
+  torch::Tensor forward_packed(const torch::Tensor& x, const torch::Tensor& idx, int64_t B, int64_t T,
+                               const torch::Tensor& bias) {
+    const int64_t H = cfg.num_attention_heads, D = cfg.hidden_size / H;
+    auto unpack = [&](const torch::Tensor& t) {
+      return torch::zeros({B * T, H * D}, t.options()).index_copy_(0, idx, t).view({B, T, H, D}).transpose(1, 2);
+    };
+    auto& s = attention->self;
+    auto ctx = attend(unpack(s->query->forward(x)), unpack(s->key->forward(x)), unpack(s->value->forward(x)), bias);
+    return after_attention(ctx.transpose(1, 2).reshape({B * T, H * D}).index_select(0, idx), x);
+  }
+  // q, k, v (B, heads, T, D) → (B, heads, T, D).
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias) {
 #if TORCH_VERSION_MAJOR >= 2
     // libtorch 2.x's fused attention (Hugging Face's BertSdpaSelfAttention takes it too): one kernel for scores,
     // mask, softmax and the weighted sum, the same numbers to rounding (tests/unit/test_minilm_parity.cpp).
-    ctx = at::scaled_dot_product_attention(q, k, v, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
-                                           is_training() ? cfg.attention_probs_dropout_prob : 0.0, false);
+    return at::scaled_dot_product_attention(q, k, v,
+                                            bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+                                            is_training() ? cfg.attention_probs_dropout_prob : 0.0, false);
 #else
-    auto scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(D));
+    auto scores = torch::matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(q.size(-1)));
     if (bias.defined()) scores = scores + bias;
-    ctx = torch::matmul(torch::dropout(torch::softmax(scores, -1), cfg.attention_probs_dropout_prob, is_training()), v);
+    return torch::matmul(torch::dropout(torch::softmax(scores, -1), cfg.attention_probs_dropout_prob, is_training()),
+                         v);
 #endif
-    ctx = ctx.transpose(1, 2).reshape({B, T, H * D});
+  }
+  // The attention's output block and the feed-forward block, token by token: ctx and x (..., H).
+  torch::Tensor after_attention(const torch::Tensor& ctx, const torch::Tensor& x) {
     auto& ao = attention->output;
     auto a = ao->LayerNorm->forward(
         torch::dropout(ao->dense->forward(ctx), cfg.hidden_dropout_prob, is_training()) + x);
@@ -165,7 +187,18 @@ BertOutput BertModelImpl::forward(const torch::Tensor& ids, const torch::Tensor&
   torch::Tensor bias;
   if (mask.defined())
     bias = additive_attention_mask(mask, h.scalar_type());
-  for (size_t i = 0; i < layer->size(); ++i) h = layer->ptr<BertLayerImpl>(i)->forward(h, bias);
+  // Inference on a padded batch: the layers run on the real tokens only (BertLayerImpl::forward_packed).
+  const bool pack = pack_padding && mask.defined() && !is_training() && !at::GradMode::is_enabled() &&
+                    (mask == 0).any().item<bool>();
+  if (pack) {
+    const int64_t B = ids.size(0), H = cfg.hidden_size;
+    const auto idx = mask.reshape({-1}).nonzero().squeeze(1);
+    auto x = h.reshape({B * T, H}).index_select(0, idx);
+    for (size_t i = 0; i < layer->size(); ++i) x = layer->ptr<BertLayerImpl>(i)->forward_packed(x, idx, B, T, bias);
+    h = torch::zeros({B * T, H}, x.options()).index_copy_(0, idx, x).view({B, T, H});
+  } else {
+    for (size_t i = 0; i < layer->size(); ++i) h = layer->ptr<BertLayerImpl>(i)->forward(h, bias);
+  }
   BertOutput out;
   out.last_hidden_state = h;
   if (!pooler_dense.is_empty()) out.pooler_output = torch::tanh(pooler_dense->forward(h.select(1, 0)));

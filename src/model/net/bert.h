@@ -22,7 +22,7 @@ namespace daei {
 // BertConfig: model/net/bert_config.h (no torch, so the config.json reader is fuzzed alone).
 
 struct BertOutput {
-  torch::Tensor last_hidden_state;  // (B, T, H)
+  torch::Tensor last_hidden_state;  // (B, T, H); 0 at padded positions where the forward packed its rows
   torch::Tensor pooler_output;      // (B, H) tanh(dense(h[:, 0])), undefined without a pooler
 };
 
@@ -30,6 +30,10 @@ class BertModelImpl : public torch::nn::Module {
  public:
   explicit BertModelImpl(const BertConfig& c);
   // input_ids (B, T); attention_mask (B, T) 1/0 (undefined = all ones); token_type_ids undefined = zeros.
+  // In inference (eval mode, no grad) on a batch with padding, and with pack_padding, the layers run on the real
+  // tokens only: the token-wise products skip the padding (sorted batches of corpus texts are half padding at the
+  // long tail, bench/peers/findings.md), attention keeps the (B, T) layout; real positions equal the padded forward's
+  // to rounding, padded ones are 0.
   BertOutput forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                      const torch::Tensor& token_type_ids = {});
   static std::shared_ptr<BertModelImpl> from_pretrained(const std::string& dir);
@@ -38,6 +42,7 @@ class BertModelImpl : public torch::nn::Module {
   void save_pretrained(const std::string& dir) const;
 
   BertConfig cfg;
+  bool pack_padding = true;
   torch::nn::Module* embeddings = nullptr;
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm emb_norm{nullptr};

@@ -13,10 +13,14 @@
 namespace daei {
 namespace {
 
+// input: the input row each decoded row belongs to (beam search keeps a row's beams together, b·K + k).
 torch::Tensor step_logits(T5ModelImpl& m, const torch::Tensor& seq, const torch::Tensor& enc, const torch::Tensor& mask,
-                          T5Cache* cache) {
+                          T5Cache* cache, const GenerateOptions& opt, const torch::Tensor& input) {
   auto in = cache ? seq.slice(1, seq.size(1) - 1) : seq;
-  return m.decode(in, enc, mask, cache).select(1, -1).to(torch::kFloat);
+  if (!opt.adjust_logits) return m.decode(in, enc, mask, cache).select(1, -1).to(torch::kFloat);
+  torch::Tensor hidden;
+  auto logits = m.decode(in, enc, mask, cache, {}, &hidden).select(1, -1).to(torch::kFloat);
+  return opt.adjust_logits(logits, hidden.select(1, -1).to(torch::kFloat), input);
 }
 
 bool has_processors(const GenerateOptions& opt) { return opt.repetition_penalty != 1.0 || opt.no_repeat_ngram_size > 0; }
@@ -78,8 +82,9 @@ namespace {
 // Log-probabilities of the next token, as beam search sees them: log_softmax, then the processors (no
 // renormalisation), then min_length.
 torch::Tensor beam_step_logprobs(T5ModelImpl& m, const torch::Tensor& seq, const torch::Tensor& enc,
-                                 const torch::Tensor& mask, T5Cache* cache, int64_t cur_len, const GenerateOptions& opt) {
-  auto lp = torch::log_softmax(step_logits(m, seq, enc, mask, cache), -1);
+                                 const torch::Tensor& mask, T5Cache* cache, int64_t cur_len, const GenerateOptions& opt,
+                                 const torch::Tensor& input) {
+  auto lp = torch::log_softmax(step_logits(m, seq, enc, mask, cache, opt, input), -1);
   apply_repetition_controls(lp, seq, opt);
   forbid_eos_below_min_length(lp, m.cfg.eos_token_id, cur_len, opt);
   return lp;
@@ -140,11 +145,12 @@ GenerateOutput t5_greedy(T5ModelImpl& m, const torch::Tensor& e, const torch::Te
   auto seq = torch::full({B, 1}, m.cfg.decoder_start_token_id, lopts);
   auto finished = torch::zeros({B}, lopts.dtype(torch::kBool));
   auto scores = torch::zeros({B}, lopts.dtype(torch::kDouble));
+  const auto input = torch::arange(B, lopts);
   T5Cache cache;
   for (int64_t cur = 1; cur < opt.max_length; ++cur) {
     // Greedy: the processors act on the raw logits and the argmax follows them; the score is the log-probability
     // of the chosen token under the processed logits (the raw model's when no processor is on).
-    auto logits = step_logits(m, seq, enc, mask, opt.use_cache ? &cache : nullptr);
+    auto logits = step_logits(m, seq, enc, mask, opt.use_cache ? &cache : nullptr, opt, input);
     if (has_processors(opt)) apply_repetition_controls(logits, seq, opt);
     auto lp = torch::log_softmax(logits, -1);
     forbid_eos_below_min_length(lp, m.cfg.eos_token_id, cur, opt);
@@ -207,9 +213,11 @@ GenerateOutput t5_beam_search(T5ModelImpl& m, const torch::Tensor& e, const torc
     for (int64_t k = 1; k < K; ++k) beam_scores[b * K + k] = -1e9;  // only the first beam starts live
   std::vector<BeamHyps> hyps(B);
   std::vector<bool> done(B, false);
+  const auto input = torch::arange(B, lopts).repeat_interleave(K);
   T5Cache cache;
   for (int64_t cur = 1; cur < opt.max_length; ++cur) {
-    auto lp = beam_step_logprobs(m, seq, enc, mask_k, opt.use_cache ? &cache : nullptr, cur, opt).to(torch::kDouble);
+    auto lp = beam_step_logprobs(m, seq, enc, mask_k, opt.use_cache ? &cache : nullptr, cur, opt, input)
+                  .to(torch::kDouble);
     auto bs = torch::tensor(beam_scores, torch::TensorOptions().dtype(torch::kDouble)).to(lp.device());
     auto next = (lp + bs.unsqueeze(1)).view({B, K * V});
     auto top = next.topk(std::min<int64_t>(2 * K, K * V), 1, true, true);

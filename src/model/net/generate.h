@@ -11,6 +11,7 @@
 #pragma once
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct GenerateOptions {
   int64_t no_repeat_ngram_size = 0;  // n: no n-gram occurs twice in a sequence; 0 = off
   int64_t num_return_sequences = 1;  // <= num_beams
   bool use_cache = true;
+  // A change of each step's raw logits (rows, V), before the processors: given the decoder's last hidden state
+  // (rows, d_model; after its final norm) and the input each row decodes (rows,), it returns the logits to use.
+  // The guided inverter's copy gate (model/attack/inverter.h). Unset: the model's logits.
+  std::function<torch::Tensor(const torch::Tensor& logits, const torch::Tensor& hidden, const torch::Tensor& input)>
+      adjust_logits;
 };
 
 // Default options with n beams (and n returned sequences where the caller asks for them).

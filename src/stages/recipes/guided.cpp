@@ -21,6 +21,7 @@ GuidedOptions GuidedOptions::from_config(const Config& cfg) {
   o.words = cfg.integer("guided.words");
   o.max_pieces = cfg.integer("guided.max_pieces");
   o.fold_steps = cfg.integer("guided.fold_steps");
+  o.copy = cfg.flag("guided.copy");
   DAEI_CHECK(o.folds >= 2, "guided.folds {}: at least 2 (a model must not guide the rows it trained on)", o.folds);
   return o;
 }

@@ -31,6 +31,7 @@ struct GuidedOptions {
   int64_t words = 8;       // words a guide line holds, most probable first
   int64_t max_pieces = 32; // word pieces of a guide line the encoder reads (its eos included)
   int64_t fold_steps = 0;  // a fold model's steps; 0 = bow.steps × (folds − 1) / folds, the bow stage's passes
+  bool copy = false;       // the inverter's copy gate (InverterConfig::guide_copy)
   static GuidedOptions from_config(const Config& cfg);
 };
 

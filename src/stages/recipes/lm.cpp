@@ -115,8 +115,7 @@ LmStage::LmStage(const Config& cfg, Communicator& comm, const std::string& stage
   } else if (token_box) {
     const auto r = init_token_embeddings(*model_, *tok_, *token_box, inverter_options.token_init_queries,
                                          splitmix64(seed ^ 0x70CE2ULL));
-    LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
-             r.initialised, r.pieces, r.queries);
+    LOG_INFO("[{}] {}", tag, r.describe());
   }
   const at::Device device = train_device(cfg, comm.local_rank());
   model_->to(device);

@@ -164,8 +164,15 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
   } else if (fresh && budget.token_box) {
     const auto r = init_token_embeddings(*inverter_->t5, *tok_, *budget.token_box, o.token_init_queries,
                                          splitmix64(attack_seed(cfg) ^ 0x70CE2ULL));
-    LOG_INFO("[{}] token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", tag,
-             r.initialised, r.pieces, r.queries);
+    LOG_INFO("[{}] {}", tag, r.describe());
+  }
+  DAEI_CHECK(static_cast<bool>(data_.guides) == (budget.guide_words > 0), "[{}] guide lines and guide_words disagree",
+             tag);
+  if (budget.guide_words > 0) {  // before the optimizer takes the parameters: the copy gate is one
+    inverter_->cfg.guide_words = budget.guide_words;
+    inverter_->cfg.guide_bow = budget.guide_bow;
+    inverter_->cfg.guide_pieces = budget.guide_pieces;
+    if (budget.guide_copy) inverter_->enable_guide_copy();
   }
   const at::Device device = train_device(cfg, comm.local_rank());
   inverter_->to(device);
@@ -180,13 +187,6 @@ InverterStage::InverterStage(const Config& cfg, Communicator& comm, const std::s
                    cfg.real(budget.weight_decay_key), 0.0};
   trainer_ = std::make_unique<Trainer>(comm, opt, data_.rows, ModuleList{{"", inverter_.ptr()}}, std::vector{g});
   trainer_->terms = {"loss", "tokens"};
-  DAEI_CHECK(static_cast<bool>(data_.guides) == (budget.guide_words > 0), "[{}] guide lines and guide_words disagree",
-             tag);
-  if (budget.guide_words > 0) {
-    inverter_->cfg.guide_words = budget.guide_words;
-    inverter_->cfg.guide_bow = budget.guide_bow;
-    inverter_->cfg.guide_pieces = budget.guide_pieces;
-  }
   trainer_->loss = [this, device](const Batch& b) {
     auto tl = loss_of(data_, b.rows, device);
     LossOutput out;

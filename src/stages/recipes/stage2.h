@@ -78,6 +78,7 @@ struct InverterBudget {
   int64_t guide_words = 0;
   std::string guide_bow;
   int64_t guide_pieces = 0;
+  bool guide_copy = false;  // the inverter's copy gate (guided.copy)
 };
 
 class InverterStage {

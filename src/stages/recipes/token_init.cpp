@@ -12,8 +12,18 @@
 
 namespace daei {
 
+std::string TokenInitReport::describe() const {
+  if (gave_up)
+    return fmt::format("token embeddings: none of the first {} pieces rose above the noise in {} black-box queries, so "
+                       "the other {} were not queried and every row stays random (inverter.token_init does nothing on "
+                       "this release)",
+                       queried, queries, pieces - queried);
+  return fmt::format("token embeddings of {} of {} pieces from {} black-box queries (inverter.token_init)", initialised,
+                     pieces, queries);
+}
+
 TokenInitReport init_token_embeddings(T5ModelImpl& t5, const SpmTokenizer& tok, const NoisyEmbedder& box,
-                                      int64_t queries_per_piece, uint64_t seed) {
+                                      int64_t queries_per_piece, uint64_t seed, int64_t chunk) {
   DAEI_CHECK(queries_per_piece >= 1, "inverter.token_init_queries must be >= 1, got {}", queries_per_piece);
   torch::NoGradGuard ng;
   at::Tensor w = t5.shared->weight;  // (V_model, d_model); the tokenizer's pieces are its first rows
@@ -25,7 +35,7 @@ TokenInitReport init_token_embeddings(T5ModelImpl& t5, const SpmTokenizer& tok, 
   at::Tensor g = at::normal(0.0, 1.0, {std::max(dm, d), std::min(dm, d)}, gen, torch::TensorOptions().dtype(torch::kFloat64));
   at::Tensor q = std::get<0>(at::linalg_qr(g, "reduced"));  // (max, min), orthonormal columns
   at::Tensor proj = dm >= d ? q : q.t();                    // (dm, d)
-  const int64_t chunk = 512;
+  DAEI_CHECK(chunk >= 1, "token_init: chunk must be >= 1, got {}", chunk);
   for (int64_t b = 0; b < V; b += chunk) {
     const int64_t e = std::min(V, b + chunk);
     std::vector<std::string> texts, keys;
@@ -36,6 +46,7 @@ TokenInitReport init_token_embeddings(T5ModelImpl& t5, const SpmTokenizer& tok, 
       }
     at::Tensor y = box.embed(texts, keys).to(torch::kFloat64).view({e - b, queries_per_piece, d}).mean(1);
     rep.queries += static_cast<int64_t>(texts.size());
+    rep.queried += e - b;
     // A piece with no known word comes back as noise around zero: its mean over k queries has norm about
     // σ·sqrt(d/k). Only rows clearly above that are used.
     const double noise_norm = box.sigma() * std::sqrt(static_cast<double>(d) / static_cast<double>(queries_per_piece));
@@ -46,6 +57,10 @@ TokenInitReport init_token_embeddings(T5ModelImpl& t5, const SpmTokenizer& tok, 
       at::Tensor row = torch::matmul(proj, y[i] / n) * std::sqrt(static_cast<double>(dm));
       w[b + i].copy_(row.to(w.dtype()));
       ++rep.initialised;
+    }
+    if (rep.initialised == 0 && e < V) {
+      rep.gave_up = true;
+      break;
     }
   }
   return rep;
