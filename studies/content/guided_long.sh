@@ -9,7 +9,8 @@
 #   bash studies/content/guided_long.sh RUN_DIR STEPS --copy
 # guided-clean with the copy gate (guided.copy) in NAME-guided-copy-STEPS; its control is guided-clean without it at
 # the same steps (NAME-bow's at stage 2's budget, else NAME-guided-STEPS's), so no unguided control is trained.
-# PRECISION (fp32 | bf16 | auto, default auto) is train.precision: give the one its control was trained in.
+# PRECISION (fp32 | bf16 | auto, default auto) is train.precision: give the one its control was trained in. INPUTS
+# (default "clean") adds guided-noisy and guided-dae with the gate: INPUTS="clean noisy dae".
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
@@ -29,24 +30,32 @@ kind=guided
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
 bow=$root/$name-bow
-[[ -f $bow/guided-clean/guidance/train.txt && -d $bow/bow-clean/final ]] ||
-  { echo "guided_long: no $bow/guided-clean/guidance (run studies/content/run.sh $RUN --guided first)" >&2; exit 2; }
+# The inputs whose guided inverter is trained: clean, and with --copy also those in INPUTS (default "clean"; e.g.
+# INPUTS="clean noisy dae").
+inputs=(clean)
+[[ $COPY == true ]] && read -r -a inputs <<<"${INPUTS:-clean}"
 d=$root/$name-$kind-$STEPS
-mkdir -p "$d/guided-clean"
+for input in "${inputs[@]}"; do
+  [[ $input == clean || $input == noisy || $input == dae ]] || { echo "guided_long: INPUTS: $input is not clean, noisy or dae" >&2; exit 2; }
+  [[ -f $bow/guided-$input/guidance/train.txt && -d $bow/bow-$input/final ]] ||
+    { echo "guided_long: no $bow/guided-$input/guidance (run studies/content/run.sh $RUN --guided first)" >&2; exit 2; }
+  mkdir -p "$d/guided-$input"
+  [[ -e $d/bow-$input ]] || ln -s "$(realpath "$bow/bow-$input")" "$d/bow-$input"
+  [[ -d $d/guided-$input/guidance ]] || cp -r "$bow/guided-$input/guidance" "$d/guided-$input/"
+done
 for part in corpus cache tokenizer stage1; do [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"; done
-[[ -e $d/bow-clean ]] || ln -s "$(realpath "$bow/bow-clean")" "$d/bow-clean"
-[[ -d $d/guided-clean/guidance ]] || cp -r "$bow/guided-clean/guidance" "$d/guided-clean/"
 ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
 flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-$kind-$STEPS"
        --set bow.enabled=true --set reference.enabled=true --set guided.enabled=true --set stage2.steps="$STEPS"
        --set guided.copy="$COPY" --set train.precision="${PRECISION:-auto}")
 daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np "${NP:-1}" build/daei "$@"; }
-if [[ ! -d $d/guided-clean/final ]]; then  # a finished stage keeps the time recorded when it ran
+for input in "${inputs[@]}"; do
+  [[ -d $d/guided-$input/final ]] && continue  # a finished stage keeps the time recorded when it ran
   t0=$(date +%s)
-  daei train --stage guided-clean "${flags[@]}" >"$d/guided-clean.log" 2>&1 || { tail -20 "$d/guided-clean.log"; exit 1; }
-  echo "{\"step\": \"$name-$kind-$STEPS/guided-clean\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
-fi
+  daei train --stage "guided-$input" "${flags[@]}" >"$d/guided-$input.log" 2>&1 || { tail -20 "$d/guided-$input.log"; exit 1; }
+  echo "{\"step\": \"$name-$kind-$STEPS/guided-$input\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
+done
 daei eval "${flags[@]}" --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false \
   >"$d/eval.log" 2>&1 || { tail -20 "$d/eval.log"; exit 1; }
 if [[ $COPY == true ]]; then

@@ -82,7 +82,7 @@ summary() {  # the page names every form of this script whose runs it reads
   done
   for d in "$root/$name"-guided-copy-[0-9]*; do
     [[ -f $d/eval/results.json ]] &&
-      cmd+="; PRECISION=$(awk '$1 == "precision:" {print $2; exit}' "$d/config.yaml") bash studies/content/guided_long.sh $RUN ${d##*-} --copy"
+      cmd+="; INPUTS=\"$(cd "$d" && for s in guided-clean guided-noisy guided-dae; do [[ -d $s/final ]] && printf '%s ' "${s#guided-}"; done | sed 's/ $//')\" PRECISION=$(awk '$1 == "precision:" {print $2; exit}' "$d/config.yaml") bash studies/content/guided_long.sh $RUN ${d##*-} --copy"
   done
   /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
     --out results/content --command "$cmd"

@@ -27,8 +27,10 @@ def load(run):
 
 def sysname(row):
     """The system name in a run's recoveries of a row of this page: probe-X is the probe run's bow-X, bow-X@STEPS a
-    --long run's bow-X."""
+    --long run's bow-X, guided-copy-X@STEPS a guided_long.sh --copy run's guided-X."""
     row = row.split("@")[0]
+    if row.startswith("guided-copy-"):
+        return "guided-" + row[len("guided-copy-"):]
     return "bow-" + row[len("probe-"):] if row.startswith("probe-") else row
 
 
@@ -196,10 +198,13 @@ def main():
     copy_rows = [k for k in long_rows if k.startswith("guided-copy-")]
     long_rows_plain = [k for k in long_rows if k not in copy_rows]
     # A copy-gate row against guided-clean at its steps (the bow run's at stage 2's budget), its guide, clean-to-clean.
-    copy_pairs = [(k, k.replace("guided-copy-", "guided-") if k.replace("guided-copy-", "guided-") in rows
+    # The headline pair of the gated rows: guided-copy-dae − guided-copy-noisy at the same steps.
+    copy_pairs = [(k, k.replace("guided-copy-dae", "guided-copy-noisy")) for k in copy_rows
+                  if k.startswith("guided-copy-dae@") and k.replace("-dae@", "-noisy@") in rows] + \
+                 [(k, k.replace("guided-copy-", "guided-") if k.replace("guided-copy-", "guided-") in rows
                    else k.split("@")[0].replace("guided-copy-", "guided-")) for k in copy_rows] + \
                  [(k, k.split("@")[0].replace("guided-copy-", "bow-")) for k in copy_rows] + \
-                 [(k, "clean-to-clean") for k in copy_rows]
+                 [(k, "clean-to-clean") for k in copy_rows if k.startswith("guided-copy-clean@")]
     long_pairs = copy_pairs + \
                  [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows_plain if k.startswith("bow-dae@")] + \
                  [(k, k.split("@")[0]) for k in long_rows_plain] + \
