@@ -10,7 +10,9 @@
 # guided-clean with the copy gate (guided.copy) in NAME-guided-copy-STEPS; its control is guided-clean without it at
 # the same steps (NAME-bow's at stage 2's budget, else NAME-guided-STEPS's), so no unguided control is trained.
 # PRECISION (fp32 | bf16 | auto, default auto) is train.precision: give the one its control was trained in. INPUTS
-# (default "clean") adds guided-noisy and guided-dae with the gate: INPUTS="clean noisy dae".
+# (default "clean") adds guided-noisy and guided-dae with the gate: INPUTS="clean noisy dae". SEED (with --copy)
+# sets run.seed (the inverters' initial weights and batch order; the guides stay those of the bow run) and trains in
+# NAME-guided-copy-seedSEED-STEPS: the headline pair's other training seeds.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
@@ -27,6 +29,10 @@ case ${3:-} in
 esac
 kind=guided
 [[ $COPY == true ]] && kind=guided-copy
+SEED=${SEED:-}
+[[ -z $SEED || ( $SEED =~ ^[0-9]+$ && $COPY == true ) ]] ||
+  { echo "guided_long: SEED=$SEED: a number, and only with --copy" >&2; exit 2; }
+run_name=$(basename "$RUN")-$kind${SEED:+-seed$SEED}-$STEPS
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
 bow=$root/$name-bow
@@ -34,7 +40,7 @@ bow=$root/$name-bow
 # INPUTS="clean noisy dae").
 inputs=(clean)
 [[ $COPY == true ]] && read -r -a inputs <<<"${INPUTS:-clean}"
-d=$root/$name-$kind-$STEPS
+d=$root/$run_name
 for input in "${inputs[@]}"; do
   [[ $input == clean || $input == noisy || $input == dae ]] || { echo "guided_long: INPUTS: $input is not clean, noisy or dae" >&2; exit 2; }
   [[ -f $bow/guided-$input/guidance/train.txt && -d $bow/bow-$input/final ]] ||
@@ -46,15 +52,16 @@ done
 for part in corpus cache tokenizer stage1; do [[ -e $d/$part ]] || ln -s "$(realpath "$RUN/$part")" "$d/$part"; done
 ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
-flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$name-$kind-$STEPS"
+flags=(--config "${CONFIG:-configs/quickstart.yaml}" --set run.root="$root" --set run.name="$run_name"
        --set bow.enabled=true --set reference.enabled=true --set guided.enabled=true --set stage2.steps="$STEPS"
        --set guided.copy="$COPY" --set train.precision="${PRECISION:-auto}")
+[[ -n $SEED ]] && flags+=(--set run.seed="$SEED")
 daei() { mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np "${NP:-1}" build/daei "$@"; }
 for input in "${inputs[@]}"; do
   [[ -d $d/guided-$input/final ]] && continue  # a finished stage keeps the time recorded when it ran
   t0=$(date +%s)
   daei train --stage "guided-$input" "${flags[@]}" >"$d/guided-$input.log" 2>&1 || { tail -20 "$d/guided-$input.log"; exit 1; }
-  echo "{\"step\": \"$name-$kind-$STEPS/guided-$input\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
+  echo "{\"step\": \"$run_name/guided-$input\", \"seconds\": $(($(date +%s) - t0))}" >>"$d/timing.jsonl"
 done
 daei eval "${flags[@]}" --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false \
   >"$d/eval.log" 2>&1 || { tail -20 "$d/eval.log"; exit 1; }

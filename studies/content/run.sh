@@ -73,16 +73,20 @@ summary() {  # the page names every form of this script whose runs it reads
   for d in "$root/$name"-bow-[0-9]*; do
     [[ -d $d ]] && long+=(--long "$d") && cmd+="; bash studies/content/run.sh $RUN --long ${d##*-}"
   done
-  for d in "$root/$name"-guided-[0-9]* "$root/$name"-guided-copy-[0-9]* "$root/$name"-clean-[0-9]*; do
+  for d in "$root/$name"-guided-[0-9]* "$root/$name"-guided-copy-[0-9]* "$root/$name"-guided-copy-seed*-[0-9]* \
+           "$root/$name"-clean-[0-9]*; do
     [[ -f $d/eval/results.json ]] && long+=(--long "$d")  # studies/content/guided_long.sh
   done
   [[ -d $root/$name-bow/guided-noisy/final ]] && cmd+="; bash studies/content/run.sh $RUN --guided"
   for d in "$root/$name"-guided-[0-9]*; do
     [[ -f $d/eval/results.json ]] && cmd+="; bash studies/content/guided_long.sh $RUN ${d##*-}"
   done
-  for d in "$root/$name"-guided-copy-[0-9]*; do
+  for d in "$root/$name"-guided-copy-[0-9]* "$root/$name"-guided-copy-seed*-[0-9]*; do
+    local seed=${d%-*}
+    seed=${seed##*-seed}
+    [[ $seed =~ ^[0-9]+$ ]] && seed="SEED=$seed " || seed=""
     [[ -f $d/eval/results.json ]] &&
-      cmd+="; INPUTS=\"$(cd "$d" && for s in guided-clean guided-noisy guided-dae; do [[ -d $s/final ]] && printf '%s ' "${s#guided-}"; done | sed 's/ $//')\" PRECISION=$(awk '$1 == "precision:" {print $2; exit}' "$d/config.yaml") bash studies/content/guided_long.sh $RUN ${d##*-} --copy"
+      cmd+="; ${seed}INPUTS=\"$(cd "$d" && for s in guided-clean guided-noisy guided-dae; do [[ -d $s/final ]] && printf '%s ' "${s#guided-}"; done | sed 's/ $//')\" PRECISION=$(awk '$1 == "precision:" {print $2; exit}' "$d/config.yaml") bash studies/content/guided_long.sh $RUN ${d##*-} --copy"
   done
   /usr/bin/python3 studies/content/summary.py "$RUN" "$root/$name-bow" "$root/$name-probe" "${long[@]}" \
     --out results/content --command "$cmd"

@@ -86,9 +86,17 @@ LONG_KINDS = {"bow": "bow-", "guided": "guided-", "copy": "guided-", "clean": "c
 
 
 def long_kind(run):
-    """What a --long run NAME-KIND-STEPS trained: the bow stages, guided-clean (guided_long.sh) or the unguided clean
-    inverter (its control); its rows of that kind are the page's KIND@STEPS rows (the rest are links to other runs)."""
-    return os.path.basename(run).rsplit("-", 2)[-2]
+    """What a --long run NAME-KIND[-seedN]-STEPS trained: the bow stages, guided-clean (guided_long.sh) or the
+    unguided clean inverter (its control); its rows of that kind are the page's KIND@STEPS rows (KIND@STEPS/sN for
+    another training seed; the rest are links to other runs)."""
+    parts = os.path.basename(run).rsplit("-", 3)
+    return parts[-3] if parts[-2].startswith("seed") else parts[-2]
+
+
+def long_seed(run):
+    """N of a run NAME-KIND-seedN-STEPS (guided_long.sh SEED=N), else None."""
+    part = os.path.basename(run).rsplit("-", 2)[-2]
+    return part[len("seed"):] if part.startswith("seed") else None
 
 
 def fmt_ci(s, k):
@@ -140,7 +148,9 @@ def main():
         for k, v in l_res["splits"][SPLIT]["systems"].items():
             if k == prefix or (prefix.endswith("-") and k.startswith(prefix)):
                 # guided_long.sh --copy: guided-clean with the copy gate, guided-copy-clean@STEPS
-                name = ("guided-copy-" + k[len("guided-"):] if kind == "copy" else k) + "@" + steps
+                seed = long_seed(run)
+                name = ("guided-copy-" + k[len("guided-"):] if kind == "copy" else k) + "@" + steps + \
+                    ("/s" + seed if seed else "")
                 rows[name] = (v, l_rec)
                 long_rows.append(name)
     order = ["floor-constant", "floor-retrieval"] + [k for k in MAIN if k in rows] + \
@@ -202,9 +212,9 @@ def main():
     copy_pairs = [(k, k.replace("guided-copy-dae", "guided-copy-noisy")) for k in copy_rows
                   if k.startswith("guided-copy-dae@") and k.replace("-dae@", "-noisy@") in rows] + \
                  [(k, k.replace("guided-copy-", "guided-") if k.replace("guided-copy-", "guided-") in rows
-                   else k.split("@")[0].replace("guided-copy-", "guided-")) for k in copy_rows] + \
+                   else k.split("@")[0].replace("guided-copy-", "guided-")) for k in copy_rows if "/s" not in k] + \
                  [(k, k.split("@")[0].replace("guided-copy-", "bow-")) for k in copy_rows] + \
-                 [(k, "clean-to-clean") for k in copy_rows if k.startswith("guided-copy-clean@")]
+                 [(k, "clean-to-clean") for k in copy_rows if k.startswith("guided-copy-clean@") and "/s" not in k]
     long_pairs = copy_pairs + \
                  [(k, k.replace("bow-dae", "bow-noisy")) for k in long_rows_plain if k.startswith("bow-dae@")] + \
                  [(k, k.split("@")[0]) for k in long_rows_plain] + \
@@ -223,6 +233,24 @@ def main():
                 out["pairs"]["%s − %s (%s)" % (x, y, metric)] = d
                 cells.append("%+.3f [%+.3f, %+.3f]" % d)
             md.append("| %s − %s | %s | %s |" % (x, y, cells[0], cells[1]))
+    # The gated headline pair over its training seeds: per text, the difference averaged over the seeds that ran
+    # (the bow run's run.seed and each SEED=N run), then the bootstrap over texts.
+    for base in sorted(k for k in copy_rows if k.startswith("guided-copy-dae@") and "/s" not in k):
+        other = base.replace("-dae@", "-noisy@")
+        seeds = [""] + sorted({k.split("/s")[1] for k in copy_rows if k.startswith(base + "/s")})
+        runs = [(base + ("/s" + n if n else ""), other + ("/s" + n if n else "")) for n in seeds]
+        runs = [(x, y) for x, y in runs if x in rows and y in rows]
+        if len(runs) < 2:
+            continue
+        cells = []
+        for metric in ("content_f1", "token_f1"):
+            pairs = [aligned(rows[x][1], sysname(x), rows[y][1], sysname(y), metric) for x, y in runs]
+            mean = lambda cols: [sum(c) / len(c) for c in zip(*cols)]
+            d = paired(mean([p[0] for p in pairs]), mean([p[1] for p in pairs]))
+            out["pairs"]["%s − %s, mean of %d seeds (%s)" % (base, other, len(runs), metric)] = d
+            cells.append("%+.3f [%+.3f, %+.3f]" % d)
+        md.append("| %s − %s, mean of %d training seeds (run.seed %s; intervals over texts) | %s | %s |" %
+                  (base, other, len(runs), ", ".join(n or "of the config" for n in seeds), cells[0], cells[1]))
     # Targets of issue 65.
     noisy = [k for k in order if not k.startswith(("floor-", "probe-")) and k not in ("clean-to-clean", "bow-clean")
              and not rows[k][0].get("reference") and "@" not in k]  # targets at the one budget; @STEPS rows are frontier
