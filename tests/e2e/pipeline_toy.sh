@@ -54,7 +54,7 @@ assert set(t["systems"]) == want, sorted(t["systems"])
 # A guided inverter names its guide (words, bow stage) in its folder, and decodes texts, not word lists.
 for name in ("guided-noisy", "guided-dae", "guided-clean"):
     inv = json.load(open(sys.argv[1].replace("eval/results.json", name + "/final/inverter/inverter.json")))
-    assert inv["guide"] == {"words": 3, "bow_stage": name.replace("guided-", "bow-"), "max_pieces": 8}, inv
+    assert inv["guide"] == {"words": 3, "bow_stage": name.replace("guided-", "bow-"), "max_pieces": 8, "copy": False}, inv
     lines = open(sys.argv[1].replace("eval/results.json", name + "/guidance/train.txt")).read().splitlines()
     assert lines and all(1 <= len(l.split()) <= 3 for l in lines), (name, lines[:3])
 assert t["systems"]["guided-clean"]["reference"] and not t["systems"]["guided-dae"]["reference"]
