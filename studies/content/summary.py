@@ -268,7 +268,10 @@ def main():
            guided_target(rows),
            "| distinct ≥ 90 %% (best content row %s) | %.1f %% | %s |" % (best_c, 100 * rows[best_c][0]["distinct"],
                                                                      "yes" if rows[best_c][0]["distinct"] >= 0.9 else "**no**"),
-           "| headline pairs with 3 training seeds | one seed | **no** |", ""]
+           "| headline pairs with 3 training seeds | %s; daei − noisy-vec2text: one seed | **no** |" %
+           (next(("gated guided-dae − guided-noisy: %d seeds" % int(k.split(", mean of ")[1].split()[0])
+                  for k in out["pairs"] if ", mean of " in k and k.endswith("(content_f1)")),
+                 "guided-dae − guided-noisy: one seed")), ""]
     # Frontier: held-out content F1 (val texts, top 3 words) against core-hours, every bow run.
     md += ["## Frontier: held-out content F1 against CPU time", "",
            "Each bag-of-words stage's held-out content F1 (its top 3 words on train.heldout_rows val texts, logged at "
