@@ -32,9 +32,9 @@ kind=guided
 SEED=${SEED:-}
 [[ -z $SEED || ( $SEED =~ ^[0-9]+$ && $COPY == true ) ]] ||
   { echo "guided_long: SEED=$SEED: a number, and only with --copy" >&2; exit 2; }
-run_name=$(basename "$RUN")-$kind${SEED:+-seed$SEED}-$STEPS
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
+run_name=$name-$kind${SEED:+-seed$SEED}-$STEPS
 bow=$root/$name-bow
 # The inputs whose guided inverter is trained: clean, and with --copy also those in INPUTS (default "clean"; e.g.
 # INPUTS="clean noisy dae").
