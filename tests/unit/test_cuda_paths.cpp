@@ -67,7 +67,9 @@ TEST(CudaPaths, NoDeviceIsReportedCleanly) {
   cfg.set("train.precision=auto", "test");
   const Precision p = configure_precision(cfg, {}, &why);
   EXPECT_EQ(why.find("CUDA"), std::string::npos) << why;
-  if (!cpu_bf16().native()) EXPECT_EQ(p, Precision::fp32) << why;
+  if (!cpu_bf16().native()) {
+    EXPECT_EQ(p, Precision::fp32) << why;
+  }
   set_matmul_precision(Precision::fp32);
 }
 
