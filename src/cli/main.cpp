@@ -122,9 +122,11 @@ int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, Comm
   // so that all of them multiply alike.
   static const std::vector<std::string> t5_commands = {"train", "pretrain", "hypotheses", "eval",
                                                        "invert", "zsinvert", "pipeline"};
+  std::string precision_line;  // logged once the run's daei.log is open: a run's log says what it multiplied in
   if (std::find(t5_commands.begin(), t5_commands.end(), spec.path.front()) != t5_commands.end()) {
     Communicator* c = comm.get();
-    configure_precision(config, [c](double v) { return c->allreduce(v, ReduceOp::Avg); });
+    configure_precision(config, [c](double v) { return c->allreduce(v, ReduceOp::Avg); }, &precision_line);
+    if (config.str("train.precision") == "fp32") precision_line.clear();  // the default says nothing
   }
   const std::string run_dir = (std::filesystem::path(config.str("run.root")) / config.str("run.name")).string();
   Context ctx(std::move(config), std::move(comm), proc, run_dir);
@@ -154,6 +156,7 @@ int run_subcommand(const SubcommandSpec& spec, const BoundCommand& command, Comm
   LOG_INFO("[main] {}", cmdline);
   ctx.command_line = cmdline;
   LOG_INFO("[main] daei {} | {}", current_git_rev(), library_versions());
+  if (!precision_line.empty()) LOG_INFO("[precision] {}", precision_line);
   auto hosts = ctx.comm->allgather(fmt::format("{}:{}(local {})", ctx.proc.rank, ctx.proc.host, ctx.proc.local_rank));
   std::string map;
   for (auto& h : hosts) map += (map.empty() ? "" : ", ") + h;

@@ -29,6 +29,9 @@ if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
   done
   grep -E "^stage 1, cpu-bf16 vs cpu: MATCH, max relative difference 0.00e\+00" "$T/out.txt" >/dev/null ||
     { cat "$T/out.txt"; fail "stage 1 is not fp32 under train.precision=bf16"; }
+  # The run's own log says what it multiplied in (the line came before the log file was open until 2026-12-07).
+  grep -E "\[precision\] bf16 matrix products" "$T/gc/gc/daei.log" >/dev/null ||
+    { grep -n "precision" "$T/gc/gc/daei.log"; fail "no [precision] line in the run's daei.log"; }
 fi
 
 # The comparison fails on a loss moved beyond the tolerance, and on a missing step.

@@ -133,8 +133,10 @@ Precision configure_precision(const Config& cfg, const std::function<double(doub
   const Precision p = resolve_precision(cfg.str("train.precision"), cuda, cpu_bf16(), &why, speedup);
   set_matmul_precision(p);
   // The default (fp32 asked for) says nothing: a log line before a command's one-line refusal would be a second line.
-  if (cfg.str("train.precision") != "fp32") LOG_INFO("[precision] {}", why);
-  if (why_out) *why_out = why;
+  if (why_out)
+    *why_out = why;
+  else if (cfg.str("train.precision") != "fp32")
+    LOG_INFO("[precision] {}", why);
   return p;
 }
 

@@ -45,7 +45,7 @@ double measure_bf16_speedup(int64_t rows, int64_t d_model, int64_t d_ff, int64_t
 // Reads train.precision and train.device, sets the process's precision, logs one `[precision]` line. auto measures
 // bf16 against fp32 at the inverter's shapes (inverter.*, stage2.batch_size × inverter.max_length_train rows, at
 // most 1,024). agree (the ranks' mean, from the command line's communicator) makes every rank pick the same.
-// *why: the log line's text.
+// why given: the line's text goes there instead and the caller logs it (main, once the run's daei.log is open).
 Precision configure_precision(const Config& cfg, const std::function<double(double)>& agree = {},
                               std::string* why = nullptr);
 
