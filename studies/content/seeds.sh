@@ -34,7 +34,8 @@ name=$(basename "$RUN")
 # The precision RUN resolved (auto measures on each machine; a seed run on the same machine could resolve the other
 # way where the two are close).
 precision=fp32
-grep '\[precision\]' "$RUN/daei.log" 2>/dev/null | tail -n 1 | grep -q '\] bf16' && precision=bf16
+last=$(awk '/\[precision\]/ {l = $0} END {print l}' "$RUN/daei.log" 2>/dev/null || true)
+[[ $last == *"[precision] bf16"* ]] && precision=bf16
 ROOT_FLAGS=()
 [[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
 if [[ -z $SUMMARY_ONLY ]]; then

@@ -89,15 +89,19 @@ void run_steps(torch::optim::Optimizer& o, Setup& s, int64_t from, int64_t to) {
   }
 }
 
-// max over elements of |a - b| / |b| (|b| floored at 1e-30), over parameters, exp_avg and exp_avg_sq.
+// max |x - y| / max |y| (max |y| floored at 1e-30): the error relative to the tensor's scale.
+double scaled_error(const at::Tensor& x, const at::Tensor& y) {
+  const auto yd = y.to(at::kDouble);
+  return (x.to(at::kDouble) - yd).abs().max().item<double>() / std::max(yd.abs().max().item<double>(), 1e-30);
+}
+
+// The largest scaled_error over parameters, exp_avg and exp_avg_sq.
 double max_rel_error(const Setup& a, torch::optim::Optimizer& oa, const Setup& b, torch::optim::Optimizer& ob,
                      bool* bitwise) {
   double worst = 0;
   *bitwise = true;
   auto cmp = [&](const at::Tensor& x, const at::Tensor& y) {
-    const auto yd = y.to(at::kDouble);
-    const double e = ((x.to(at::kDouble) - yd).abs() / yd.abs().clamp_min(1e-30)).max().item<double>();
-    worst = std::max(worst, e);
+    worst = std::max(worst, scaled_error(x, y));
     *bitwise = *bitwise && torch::equal(x, y);
   };
   for (size_t g = 0; g < a.groups.size(); ++g)
@@ -129,11 +133,14 @@ void load_from(torch::optim::Optimizer& o, const std::string& path) {
   o.load(ar);
 }
 
-// The fused pass repeats libtorch 1.13's roundings. libtorch 2.x's AdamW keeps the same moments bit for bit but
-// rounds the parameter update differently in about 2 of 10,000 elements a step (one unit in the last place; the probe
-// and its figures are in results/torch2.md); over 100 steps that is at most 4.3e-4 relative, on values near zero.
+// The fused pass repeats libtorch 1.13's roundings. libtorch 2.x's AdamW rounds the parameter update differently in
+// some elements (one unit in the last place): about 2 of 10,000 a step on an Intel Xeon (results/torch2.md), 18 % of
+// the 70,001-element group at its large learning rate on an AMD EPYC Zen 5, where ATen's kernels take another vector
+// path. Element-wise relative errors then reach 4e-3 on parameters near zero (2e-6), so the tolerance is relative to
+// the tensor's largest value, and the fused pass is held against an independent float64 AdamW below.
 constexpr bool kBitwiseWithLibtorch = TORCH_VERSION_MAJOR < 2;
-constexpr double kNearLibtorch = kBitwiseWithLibtorch ? 1e-6 : 1e-3;
+constexpr double kNearLibtorch = 1e-6;
+
 
 }  // namespace
 
@@ -213,6 +220,44 @@ TEST(FusedAdamW, CheckpointsOfEitherOptimizerLoadIntoTheOther) {
   }
 }
 
+TEST(FusedAdamW, AsCloseToAFloat64AdamWAsLibtorchsOwn) {
+  // An independent reference: libtorch's AdamW in float64 on the same trajectory (the float runs' gradients, upcast).
+  // After 100 steps the fused pass is no further from it than libtorch's float32 AdamW, tensor by tensor; a wrong
+  // update (a bias correction, the decay's order, a group's hyper-parameters) is 1e-4 or more off.
+  auto a = make_setup(1);
+  auto b = clone_setup(a);
+  auto d = clone_setup(a);
+  for (auto& g : d.groups)
+    for (auto& p : g) p = p.detach().to(at::kDouble).requires_grad_(true);
+  auto fused = make_optim<FusedAdamW>(a);
+  auto ref = make_optim<AdamW>(b);
+  auto f64 = make_optim<AdamW>(d);
+  for (int64_t t = 0; t < 100; ++t) {
+    set_grads(a, t);
+    set_grads(b, t);
+    for (size_t g = 0; g < b.groups.size(); ++g)
+      for (size_t i = 0; i < b.groups[g].size(); ++i) {
+        const auto& grad = b.groups[g][i].grad();
+        d.groups[g][i].mutable_grad() = grad.defined() ? grad.to(at::kDouble) : at::Tensor();
+      }
+    set_lrs(*fused, a, t);
+    set_lrs(*ref, b, t);
+    set_lrs(*f64, d, t);
+    fused->step();
+    ref->step();
+    f64->step();
+  }
+  EXPECT_TRUE(fused->last_step_fused());
+  for (size_t g = 0; g < a.groups.size(); ++g)
+    for (size_t i = 0; i < a.groups[g].size(); ++i) {
+      const auto truth = d.groups[g][i].detach();
+      const double e_fused = scaled_error(a.groups[g][i].detach(), truth);
+      const double e_libtorch = scaled_error(b.groups[g][i].detach(), truth);
+      EXPECT_LE(e_fused, 1.5 * e_libtorch + 1e-7) << "group " << g << " param " << i << ": libtorch float32 " << e_libtorch;
+      EXPECT_LE(e_fused, 1e-5) << "group " << g << " param " << i;
+    }
+}
+
 TEST(FusedAdamW, OtherDtypesFallBackToLibtorch) {
   auto a = make_setup(4, at::kDouble);
   auto b = clone_setup(a);
@@ -265,6 +310,13 @@ TEST(FusedAdamW, TrainerResultsDoNotDependOnTheSwitch) {
   for (const auto& other : {off, mixed}) {
     auto w = load_safetensors(stage_final_dir(other) + "/model.safetensors");
     ASSERT_EQ(w.size(), w_on.size());
-    for (const auto& [k, v] : w_on) EXPECT_TRUE(torch::equal(v, w.at(k))) << other << ": " << k;
+    for (const auto& [k, v] : w_on) {
+      if (kBitwiseWithLibtorch) {
+        EXPECT_TRUE(torch::equal(v, w.at(k))) << other << ": " << k;
+      } else {
+        EXPECT_LE(scaled_error(w.at(k), v), kNearLibtorch) << other << ": " << k;
+      }
+    }
   }
 }
+
