@@ -3,10 +3,10 @@
 # with the attack trained again under other training seeds on the same release answers.
 #   bash studies/content/seeds.sh [RUN_DIR] [SEED ...]     (default runs/quickstart, seeds 2 3)
 # RUN_DIR is a finished quickstart run (its train.seed is the first seed). Each SEED trains, in RUN-seedN beside it
-# (linking RUN's corpus, cache and tokenizer: the same texts, the same noisy answers, the same test texts and
-# floors), every trained stage of the pipeline again with train.seed N and the precision RUN ran in (its daei.log
-# `[precision]` line: the seeds must not differ in precision too); the clean reference, zsinvert, the fortunes split
-# and the σ sweep are left out (no row of the pairs reads them). Then results/content_seeds.{md,json}
+# (linking RUN's corpus, tokenizer and the caches of its splits: the same texts, the same noisy answers, the same test
+# texts and floors; the hypotheses are the seed's own), every trained stage of the pipeline again with train.seed N
+# and the precision RUN ran in (its daei.log `[precision]` line: the seeds must not differ in precision too); the
+# clean reference, zsinvert, the fortunes split and the σ sweep are left out (no row of the pairs reads them). Then results/content_seeds.{md,json}
 # (studies/content/seeds.py) over RUN and every RUN-seedN that has finished. Re-running resumes (the pipeline skips
 # what is complete). Logs: RUN-seedN.log, wall and CPU time: RUN-seedN.{wall_s,cpu_s}.
 #   bash studies/content/seeds.sh RUN_DIR --summary        (the page again from the runs there are)
@@ -41,9 +41,15 @@ ROOT_FLAGS=()
 if [[ -z $SUMMARY_ONLY ]]; then
   for seed in "${SEEDS[@]}"; do
     dir=$root/$name-seed$seed
-    mkdir -p "$dir"
-    for f in corpus cache tokenizer; do
+    mkdir -p "$dir/cache"
+    for f in corpus tokenizer; do
       [[ -e $dir/$f ]] || ln -s "$(realpath "$RUN/$f")" "$dir/$f"
+    done
+    # The release's answers split by split, not cache/ whole: the hypotheses the correctors train on (cache/hyp-*)
+    # are the seed's own inverters' and must be made again in the seed's run.
+    for c in "$RUN"/cache/*; do
+      c=$(basename "$c")
+      [[ $c == hyp-* || -e $dir/cache/$c ]] || ln -s "$(realpath "$RUN/cache/$c")" "$dir/cache/$c"
     done
     echo "seeds: $dir (train.seed $seed, train.precision $precision), log $dir.log"
     t0=$(date +%s)
