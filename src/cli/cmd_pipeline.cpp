@@ -35,6 +35,10 @@ struct Step {
   std::string inputs, outputs;       // for --dry-run
   std::function<bool()> complete;
   std::function<bool()> started;     // partial work exists (resumed)
+  // Run even when complete: the command checks that its finished output comes from this run's inputs and returns
+  // at once if so. The hypotheses are decoded by the run's own inverter, and a cache/ linked from another run (other
+  // training seed) holds complete hypotheses of another inverter: a skip trained the correctors on those.
+  bool recheck_when_complete = false;
 };
 
 int run_step(const Step& st, Context& ctx) {
@@ -102,7 +106,7 @@ std::vector<Step> plan(const Context& ctx) {
                      return layout.cache_complete(hyp_split) &&
                             (!layout.cache_complete("val") || layout.cache_complete(hyp_val));
                    },
-                   [train] { return file_exists(train); }});
+                   [train] { return file_exists(train); }, true});
     }
     s.push_back(stage(st.title, st.name, st.folder, st.inputs));
   }
@@ -118,7 +122,10 @@ void print_dry_run(const Context& ctx, const std::vector<Step>& steps) {
   for (const auto& st : steps) {
     std::cout << fmt::format("{:2}. {:<42} daei {}\n      in:  {}\n      out: {}\n      now: {}\n", ++i, st.name,
                              command_line(st), st.inputs, st.outputs,
-                             st.complete() ? "complete (skipped)" : st.started() ? "partial (resumed)" : "to do");
+                             st.complete() ? (st.recheck_when_complete ? "complete (checked against this run's models)"
+                                                                     : "complete (skipped)")
+                             : st.started() ? "partial (resumed)"
+                                            : "to do");
   }
   std::cout << "\nGlobal batch per optimizer step (= ranks × per-rank micro-batch × grad_accum):\n";
   std::vector<std::string> keys{"stage1", "stage2", "stage3", "stage4"};
@@ -154,6 +161,14 @@ int run(Context& ctx, const PipelineCommand& cmd) {
     // rank that saw the corpus step's stats.json appear skipped the step, and the ranks deadlocked in different
     // collectives: a barrier and the cache plan's broadcast).
     const bool complete = ctx.comm->allreduce(ctx.comm->is_root() && st.complete() ? 1.0 : 0.0, ReduceOp::Max) > 0;
+    if (complete && st.recheck_when_complete) {
+      LOG_INFO("[pipeline] {}: complete; checking that it comes from this run's models", st.name);
+      const int rc = run_step(st, ctx);  // refuses in one line when the output is another build's
+      if (rc != kExitOk) return rc;
+      summary.push_back(fmt::format("{:<42} skipped (complete, checked)", st.name));
+      ctx.comm->barrier();
+      continue;
+    }
     if (complete) {
       summary.push_back(fmt::format("{:<42} skipped (complete)", st.name));
       LOG_INFO("[pipeline] {}: complete, skipped", st.name);

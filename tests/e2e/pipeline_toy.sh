@@ -164,6 +164,21 @@ if grep -E "^  .*(done in|resumed, done)" "$T/run2.log" | grep -v "^  eval" | gr
   cat "$T/run2.log"; fail "the second run redid a step"
 fi
 
+# Another training seed in a run that links this run's cache/ whole: its complete hypotheses were decoded by this
+# run's inverters, so the pipeline checks them instead of skipping them, and the first hypotheses step refuses,
+# naming them, before a corrector trains on them; the linked caches stay as they were.
+mkdir -p "$T/toy-seed"
+for f in corpus tokenizer cache; do ln -s "$R/$f" "$T/toy-seed/$f"; done
+cp "$R/cache/hyp-train/manifest.json" "$T/hyp.before"
+set +e
+"${MPIRUN[@]}" -np 2 "$D" pipeline --config "$T/toy.yaml" --set run.name=toy-seed --set train.seed=77 >"$T/seed.log" 2>&1
+rc=$?
+set -e
+[[ $rc != 0 ]] && grep -q "holds hypotheses of another build" "$T/seed.log" && ! grep -q "corrector.*: starting" "$T/seed.log" ||
+  { tail -20 "$T/seed.log"; fail "another seed's run used the linked hypotheses (exit $rc)"; }
+cmp -s "$T/hyp.before" "$R/cache/hyp-train/manifest.json" || fail "the linked hypotheses were changed"
+grep -q "complete (checked against this run's models)" "$T/dry2.log" || { cat "$T/dry2.log"; fail "dry run: hypotheses not marked as checked"; }
+
 # Resuming with a changed key: one that would invalidate saved work is refused (exit 2, naming the key and the
 # folder) and the saved config stays; one that changes nothing saved is accepted, named, and the old file is kept.
 cp "$R/config.yaml" "$T/config.before"
