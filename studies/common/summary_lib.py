@@ -165,3 +165,17 @@ def verdict_text(v):
     lo, hi = v["ci"]
     tag = f"**{v['a']} higher**" if lo > 0 else f"**{v['b']} higher**" if hi < 0 else "not separated"
     return f"{v['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] {tag}"
+
+
+# -- the page -------------------------------------------------------------------------------------------------------
+
+def write_page(out, lines, data):
+    """OUT.md from the lines (with OUT.reading.md, a reading written by hand, appended when present) and OUT.json from
+    data; the page is printed too."""
+    text = "\n".join(lines) + "\n"
+    reading = out + ".reading.md"
+    if os.path.exists(reading):
+        text += "\n" + open(reading, encoding="utf-8").read().rstrip("\n") + "\n"
+    open(out + ".md", "w").write(text)
+    json.dump(data, open(out + ".json", "w"), indent=1)
+    print(text)

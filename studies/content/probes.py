@@ -12,7 +12,7 @@ import argparse, json, os, sys
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from summary_lib import bf16_isa, cpu_model, git_revision  # noqa: E402
+from summary_lib import bf16_isa, cpu_model, git_revision, write_page  # noqa: E402
 
 
 def recall_at(report, sigma):
@@ -98,13 +98,7 @@ def main():
         out["embedders"].append(entry)
     md += ["", "The stand-in's test rows: the first %d test texts of its run (eval.max_texts of %s)." % (
         n, "configs/contextual-frontier.yaml"), ""]
-    text = "\n".join(md) + "\n"
-    reading = a.out + ".reading.md"
-    if os.path.exists(reading):
-        text += "\n" + open(reading, encoding="utf-8").read().rstrip("\n") + "\n"
-    open(a.out + ".md", "w").write(text)
-    json.dump(out, open(a.out + ".json", "w"), indent=1)
-    print(text)
+    write_page(a.out, md, out)
 
 
 if __name__ == "__main__":

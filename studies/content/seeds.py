@@ -9,11 +9,12 @@ averaged over the seeds, with two 95 % intervals: over texts only (the seeds fix
 seeds and texts (each resample draws the seeds with replacement, then the texts), the one to read where the seeds
 move a row more than the texts do.
 """
-import argparse, json, os, random, re, statistics, sys
+import argparse, os, random, re, statistics, sys
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from summary_lib import BOOT, bf16_isa, cpu_model, git_revision, load_run, per_text, pooled_diff, spread  # noqa: E402
+from summary_lib import (BOOT, bf16_isa, cpu_model, git_revision, load_run, per_text, pooled_diff,  # noqa: E402
+                         spread, write_page)
 
 ROWS = ["noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected", "dae-only-continued", "joint-no-corrector",
         "daei"]
@@ -112,13 +113,7 @@ def main():
                 "per_seed": per_seed, "pooled": p["diff"], "ci_texts": p["ci"], "ci_seeds_texts": ci2,
                 "seed_sd": statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0}
     md.append("")
-    text = "\n".join(md) + "\n"
-    reading = a.out + ".reading.md"
-    if os.path.exists(reading):
-        text += "\n" + open(reading, encoding="utf-8").read().rstrip("\n") + "\n"
-    open(a.out + ".md", "w").write(text)
-    json.dump(out, open(a.out + ".json", "w"), indent=1)
-    print(text)
+    write_page(a.out, md, out)
 
 
 if __name__ == "__main__":
