@@ -2,6 +2,7 @@
 #include "stages/recipes/hypotheses.h"
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -106,6 +107,17 @@ HypothesisCacheResult build_hypothesis_cache(const HypothesisCacheOptions& opt, 
                                        {"noise_key", "hyp/r<round>/<id>/<hypothesis text>"}}}};
   if (!opt.input_tag.empty()) wo.manifest_extra["hypotheses"]["input"] = opt.input_tag;
   wo.other_build = [](const std::string& file, const std::string& dir) {
+    // A cache/ linked whole from another run (another training seed) holds that run's hypotheses: deleting them
+    // would break the other run, so say how to link instead.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path d(dir);
+    const bool linked = fs::is_symlink(d, ec) || fs::is_symlink(d.parent_path(), ec);  // cache/hyp-* or cache/
+    const auto real = fs::canonical(d, ec);
+    if (linked && !ec)
+      return fmt::format("{} holds hypotheses of another build, and {} is another run's folder ({}): link that run's "
+                         "caches split by split (cache/train, cache/val, cache/test, ...) rather than cache/ whole, so "
+                         "that this run decodes its own (nothing was overwritten)", file, dir, real.string());
     return fmt::format("{} holds hypotheses of another build (other training cache, stage-3 models, embedder, sigma, "
                        "dtype or shard size): delete {} to build them again (nothing was overwritten)", file, dir);
   };
