@@ -161,21 +161,17 @@ int run(Context& ctx, const PipelineCommand& cmd) {
     // rank that saw the corpus step's stats.json appear skipped the step, and the ranks deadlocked in different
     // collectives: a barrier and the cache plan's broadcast).
     const bool complete = ctx.comm->allreduce(ctx.comm->is_root() && st.complete() ? 1.0 : 0.0, ReduceOp::Max) > 0;
-    if (complete && st.recheck_when_complete) {
-      LOG_INFO("[pipeline] {}: complete; checking that it comes from this run's models", st.name);
-      const int rc = run_step(st, ctx);  // refuses in one line when the output is another build's
-      if (rc != kExitOk) return rc;
-      summary.push_back(fmt::format("{:<42} skipped (complete, checked)", st.name));
-      ctx.comm->barrier();
-      continue;
-    }
-    if (complete) {
+    if (complete && !st.recheck_when_complete) {
       summary.push_back(fmt::format("{:<42} skipped (complete)", st.name));
       LOG_INFO("[pipeline] {}: complete, skipped", st.name);
       continue;
     }
-    const bool resumed = ctx.comm->allreduce(ctx.comm->is_root() && st.started() ? 1.0 : 0.0, ReduceOp::Max) > 0;
-    LOG_INFO("[pipeline] {}: {}", st.name, resumed ? "resuming" : "starting");
+    // A complete step that rechecks runs its command, which returns at once when its output is this run's own and
+    // refuses in one line when it is another build's.
+    const bool resumed =
+        !complete && ctx.comm->allreduce(ctx.comm->is_root() && st.started() ? 1.0 : 0.0, ReduceOp::Max) > 0;
+    LOG_INFO("[pipeline] {}: {}", st.name,
+             complete ? "complete; checking that it comes from this run's models" : resumed ? "resuming" : "starting");
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = run_step(st, ctx);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -184,8 +180,9 @@ int run(Context& ctx, const PipelineCommand& cmd) {
       return rc;
     }
     if (rc != kExitOk) return rc;
-    summary.push_back(fmt::format("{:<42} {} in {}", st.name, resumed ? "resumed, done" : "done",
-                                  Progress::format_duration(s)));
+    summary.push_back(complete ? fmt::format("{:<42} skipped (complete, checked)", st.name)
+                               : fmt::format("{:<42} {} in {}", st.name, resumed ? "resumed, done" : "done",
+                                             Progress::format_duration(s)));
     ctx.comm->barrier();
   }
   if (ctx.comm->is_root()) {
