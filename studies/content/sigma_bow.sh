@@ -37,6 +37,8 @@ mpi() {  # NP ARGS...
 }
 same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 == b + 0) }'; }
 EVAL=(--set 'eval.splits=[test]' --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
+# The wall time of the steps that ran, added up over invocations (a second run that skips everything adds ~0).
+wall_file=$root/$name-bow-sigma.wall_s
 t_all=$SECONDS
 runs=()
 # 1. The release's answers at each σ (two ranks; the expensive part: 160 k training texts through MiniLM each).
@@ -91,5 +93,6 @@ for s in "${SIGMAS[@]}"; do
 done
 args=()
 for r in "${runs[@]}"; do args+=("$root/$r"); done
-python3 studies/content/sigma_bow.py "${args[@]}" --total-seconds $((SECONDS - t_all)) \
+echo $(($(cat "$wall_file" 2>/dev/null || echo 0) + SECONDS - t_all)) >"$wall_file.tmp" && mv "$wall_file.tmp" "$wall_file"
+python3 studies/content/sigma_bow.py "${args[@]}" --total-seconds "$(cat "$wall_file")" \
   --out results/content_sigma --command "bash studies/content/sigma_bow.sh $RUN ${SIGMAS[*]}"
