@@ -20,13 +20,8 @@ D=build/daei
 E=runs/contextual-embedder
 R=runs/ctx-probe
 CONFIG=configs/contextual-frontier.yaml
-ROOT_FLAGS=()
-[[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
-mpi() {  # NP ARGS...
-  local np=$1
-  shift
-  mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -np "$np" "$D" "$@"
-}
+# shellcheck source=studies/common/mpi.sh
+source studies/common/mpi.sh
 t_all=$SECONDS
 [[ -d $E/embedder/final/st ]] || bash studies/contextual_embedder/run.sh
 mkdir -p "$R"
@@ -39,7 +34,7 @@ echo "probe_contextual: the stand-in's release σ = $sigma (results/release_sigm
 sets=("${base[@]}" --set embedder.sigma="$sigma" --set reference.enabled=true --set bow.enabled=true
       --set bow.depth=0)
 for s in train val test; do
-  [[ -f $R/cache/$s/clean/manifest.json ]] || mpi 2 cache build --split "$s" --clean "${sets[@]}" >>"$R.cache.log" 2>&1
+  [[ -f $R/cache/$s/clean/manifest.json ]] || daei_mpi 2 cache build --split "$s" --clean "${sets[@]}" >>"$R.cache.log" 2>&1
 done
 # RUN DEPTH: bow-clean and bow-noisy at bow.depth DEPTH in RUN (linking ctx-probe's caches), two at once, then eval.
 rows() {
@@ -48,9 +43,9 @@ rows() {
   mkdir -p "runs/$run"
   for d in corpus tokenizer cache; do [[ -e runs/$run/$d ]] || ln -s "$(realpath "$R/$d")" "runs/$run/$d"; done
   [[ -f runs/$run/bow-clean/final/DONE && -f runs/$run/bow-noisy/final/DONE ]] || trained=1
-  [[ -f runs/$run/bow-clean/final/DONE ]] || mpi 1 train --stage bow-clean "${at[@]}" >"runs/$run.bow-clean.log" 2>&1 &
+  [[ -f runs/$run/bow-clean/final/DONE ]] || daei_mpi 1 train --stage bow-clean "${at[@]}" >"runs/$run.bow-clean.log" 2>&1 &
   p1=$!
-  [[ -f runs/$run/bow-noisy/final/DONE ]] || mpi 1 train --stage bow-noisy "${at[@]}" >"runs/$run.bow-noisy.log" 2>&1 &
+  [[ -f runs/$run/bow-noisy/final/DONE ]] || daei_mpi 1 train --stage bow-noisy "${at[@]}" >"runs/$run.bow-noisy.log" 2>&1 &
   p2=$!
   wait "$p1" || ok=1
   wait "$p2" || ok=1

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """results/content_sigma.{md,json}: the bag of words retrained at each σ (studies/content/sigma_bow.sh).
 
-  python3 studies/content/sigma_bow.py RUN [RUN ...] [--report results/release_sigma.json]
+  python3 studies/content/sigma_bow.py RUN [RUN ...] [--chain CHAIN_RUN ...] [--report results/release_sigma.json]
       [--out results/content_sigma] [--command "..."] [--total-seconds S]
 
 Each RUN is one σ's run (NAME-bow-sigma-S): its eval/results.json holds bow-noisy (and bow-clean in the run at the
 quickstart's σ) beside both floors at that σ. The release report gives recall@1 and the bound on the bits a noisy
-answer carries at the same σ.
+answer carries at the same σ. A CHAIN_RUN (studies/content/sigma_chain.sh) is the quickstart's whole attack at one
+of those σ: its rows are set beside that σ's bag of words, on the same test texts.
 """
 import argparse, collections, json, math, os, re, sys
 from datetime import datetime, timezone
@@ -61,6 +62,50 @@ def content_word_prior(corpus, stop_list="src/model/text/stopwords.cpp", vocab=1
             "bits_per_word": -sum(v / total * math.log2(v / total) for v in top), "vocab_coverage": total / sum(df.values())}
 
 
+CHAIN_ROWS = ["floor-constant", "floor-retrieval", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
+              "joint-no-corrector", "daei"]
+
+
+def chain_section(chain, bow_points):
+    """The chain run's rows beside bow-noisy at its σ (same test texts), the issue's two noisy targets there, and the
+    headline pair daei − noisy-vec2text."""
+    res = json.load(open(os.path.join(chain, "eval", "results.json")))
+    test = res["splits"]["test"]
+    bow = next((p for p in bow_points if abs(p["sigma"] - res["sigma"]) < 1e-9), None)
+    if bow is None or bow["n"] != test["n"]:
+        sys.exit("sigma_bow: %s (σ %s, %s texts) has no bag of words on the same texts" % (chain, res["sigma"], test["n"]))
+    rows = {k: test["systems"][k] for k in CHAIN_ROWS if k in test["systems"]}
+    rows["bow-noisy"] = bow["bow-noisy"]
+    wall = "%s.wall_s" % chain
+    md = ["", "## The quickstart's whole attack at σ %s" % res["sigma"], "",
+          "`%s` (run %s, revision %s, %s): configs/quickstart.yaml at embedder.sigma %s on the answers above, no clean "
+          "reference or zsinvert; bow-noisy from the table above, on the same %d test texts." % (
+              res.get("command", "?"), chain, res.get("revision", "?")[:12],
+              "%.0f s" % float(open(wall).read()) if os.path.exists(wall) else "wall time not recorded",
+              res["sigma"], test["n"]), "",
+          "| row | content F1 | content recall | token F1 | BLEU |", "|---|---|---|---|---|"]
+    for k, v in rows.items():
+        md.append("| %s | %s | %.3f | %s | %.3f |" % (k, ci(v, "content_f1"), v["content_recall"], ci(v, "token_f1"),
+                                                    v["bleu"]))
+    attacks = [k for k in rows if not k.startswith("floor-")]
+    best_c = max(attacks, key=lambda k: rows[k]["content_f1"])
+    best_t = max(attacks, key=lambda k: rows[k]["token_f1"])
+    fc = rows["floor-constant"]["token_f1"]
+    md += ["", "Issue 65's noisy targets at σ %s: best content F1 %.3f (%s; ≥ %.2f: %s); best token F1 %.3f (%s; ≥ "
+           "floor-constant + 0.20 = %.3f: %s)." % (
+               res["sigma"], rows[best_c]["content_f1"], best_c, TARGET,
+               "met" if rows[best_c]["content_f1"] >= TARGET else "not met", rows[best_t]["token_f1"], best_t,
+               fc + 0.20, "met" if rows[best_t]["token_f1"] >= fc + 0.20 else "not met")]
+    pairs = [v for v in test.get("verdicts", []) if (v["a"], v["b"]) == ("daei", "noisy-vec2text")]
+    if pairs:
+        md.append("daei − noisy-vec2text: " + "; ".join(
+            "%s %+.3f [%+.3f, %+.3f]" % (v["metric"].replace("_", " "), v["diff"], *v["ci"]) for v in pairs) + ".")
+    return md + [""], {"run": chain, "sigma": res["sigma"], "n": test["n"], "revision": res.get("revision"),
+                       "rows": {k: {m: v[m] for m in ("content_f1", "content_recall", "token_f1", "bleu")}
+                                for k, v in rows.items()},
+                       "daei_minus_noisy_vec2text": pairs}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+")
@@ -68,6 +113,7 @@ def main():
     ap.add_argument("--out", default="results/content_sigma")
     ap.add_argument("--command", default="")
     ap.add_argument("--total-seconds", type=float, default=None)
+    ap.add_argument("--chain", action="append", default=[], help="a sigma_chain.sh run (repeatable)")
     ap.add_argument("--corpus", default=None, help="the training texts (default: the first run's corpus/train.jsonl)")
     a = ap.parse_args()
     prior = content_word_prior(a.corpus or os.path.join(a.runs[0], "corpus", "train.jsonl"))
@@ -132,8 +178,14 @@ def main():
            "carries %.1f bits. Words here: runs of letters, digits and apostrophes without daei's stop list, close to "
            "the metric's content words." % (prior["texts"], prior["corpus"], prior["mean_content_words"],
                                             prior["vocab"], 100 * prior["vocab_coverage"], prior["bits_per_word"]), ""]
+    chains = []
+    for c in a.chain:
+        cmd, data = chain_section(c, points)
+        md += cmd
+        chains.append(data)
     write_page(a.out, md, {"revision": git_revision(), "target_content_f1": TARGET, "bow_clean": clean,
-                           "points": points, "reached_at_sigmas": reached, "content_word_prior": prior})
+                           "points": points, "reached_at_sigmas": reached, "content_word_prior": prior,
+                           "chains": chains})
 
 
 if __name__ == "__main__":

@@ -28,13 +28,8 @@ for s in "${SIGMAS[@]}"; do
 done
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
-ROOT_FLAGS=()
-[[ $(id -u) -eq 0 ]] && ROOT_FLAGS=(--allow-run-as-root)
-mpi() {  # NP ARGS...
-  local np=$1
-  shift
-  mpirun "${ROOT_FLAGS[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -np "$np" "$D" "$@"
-}
+# shellcheck source=studies/common/mpi.sh
+source studies/common/mpi.sh
 same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 == b + 0) }'; }
 EVAL=(--set 'eval.splits=[test]' --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
 # The wall time of the steps that ran, added up over invocations (a second run that skips everything adds ~0).
@@ -57,7 +52,7 @@ for s in "${SIGMAS[@]}"; do
     [[ $split == test ]] && clean=(--clean)
     [[ -f $d/cache/$split/manifest.json ]] && continue
     echo "sigma_bow: σ $s: the release's answers for $split"
-    mpi 2 cache build --split "$split" "${clean[@]}" "${at[@]}" >>"$d.cache.log" 2>&1 ||
+    daei_mpi 2 cache build --split "$split" "${clean[@]}" "${at[@]}" >>"$d.cache.log" 2>&1 ||
       { tail -5 "$d.cache.log"; exit 1; }
   done
 done
@@ -70,7 +65,7 @@ done
 train_one() {  # SIGMA STAGE
   local r=$name-bow-sigma-$1 t0=$SECONDS
   [[ -f $root/$r/$2/final/DONE ]] && return 0
-  mpi 1 train --stage "$2" --config "$CONFIG" --set run.root="$root" --set run.name="$r" --set embedder.sigma="$1" \
+  daei_mpi 1 train --stage "$2" --config "$CONFIG" --set run.root="$root" --set run.name="$r" --set embedder.sigma="$1" \
     --set bow.enabled=true --set reference.enabled=true >"$root/$r.$2.log" 2>&1 || { tail -5 "$root/$r.$2.log"; return 1; }
   echo $((SECONDS - t0)) >"$root/$r.$2.train_s"
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The quickstart's whole attack (the T5 chain: DAE, inverters, correctors) at another σ, beside the bag of words there.
+#   bash studies/content/sigma_chain.sh RUN_DIR SIGMA     (after studies/content/sigma_bow.sh RUN_DIR ... SIGMA)
+# Runs `daei pipeline` with configs/quickstart.yaml at embedder.sigma SIGMA in runs/NAME-sigma-SIGMA, linking RUN's
+# corpus and tokenizer and the release's answers at that σ split by split from runs/NAME-bow-sigma-SIGMA (so every
+# row is scored on the same test texts as bow-noisy there); RUN's train.precision; no clean reference, zsinvert, noise
+# sweep or per-round tables; test split only (seeds.sh's settings). Then results/content_sigma.{md,json} again with
+# the chain's rows beside the bag of words at that σ. About 20 min on 2 cores.
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
+fi
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUN=${1:?usage: sigma_chain.sh RUN_DIR SIGMA}
+S=${2:?usage: sigma_chain.sh RUN_DIR SIGMA}
+[[ $S =~ ^0?\.[0-9]+$ ]] || { echo "sigma_chain: $S: not a σ in (0, 1)" >&2; exit 2; }
+CONFIG=${CONFIG:-configs/quickstart.yaml}
+NP=${NP:-2}
+root=$(dirname "$RUN")
+name=$(basename "$RUN")
+B=$root/$name-bow-sigma-$S
+[[ -f $B/cache/test/clean/manifest.json && -f $B/cache/train/manifest.json && -f $B/cache/val/manifest.json ]] ||
+  { echo "sigma_chain: $B has no release answers at σ $S (run studies/content/sigma_bow.sh $RUN $S first)" >&2; exit 2; }
+precision=fp32
+last=$(awk '/\[precision\]/ {l = $0} END {print l}' "$RUN/daei.log" 2>/dev/null || true)
+[[ $last == *"[precision] bf16"* ]] && precision=bf16
+dir=$root/$name-sigma-$S
+mkdir -p "$dir/cache"
+for f in corpus tokenizer; do [[ -e $dir/$f ]] || ln -s "$(realpath "$RUN/$f")" "$dir/$f"; done
+for c in train val test; do [[ -e $dir/cache/$c ]] || ln -s "$(realpath "$B/cache/$c")" "$dir/cache/$c"; done
+# shellcheck source=studies/common/mpi.sh
+source studies/common/mpi.sh
+echo "sigma_chain: $dir (embedder.sigma $S, train.precision $precision), log $dir.log"
+t0=$SECONDS
+daei_mpi "$NP" pipeline --config "$CONFIG" --set run.root="$root" --set run.name="$name-sigma-$S" \
+  --set embedder.sigma="$S" --set train.precision="$precision" --set reference.enabled=false \
+  --set cache.clean_train_reference=false --set zsinvert.enabled=false --set eval.sweep=false \
+  --set eval.per_round=false --set 'eval.splits=[test]' >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
+echo $((SECONDS - t0)) >"$dir.wall_s"
+args=()
+for d in "$root/$name"-bow-sigma-*; do [[ -d $d && -f $d/eval/results.json ]] && args+=("$d"); done
+chains=()
+for d in "$root/$name"-sigma-*; do [[ -f $d/eval/results.json ]] && chains+=(--chain "$d"); done
+python3 studies/content/sigma_bow.py "${args[@]}" "${chains[@]}" --total-seconds "$(cat "$root/$name-bow-sigma.wall_s")" \
+  --out results/content_sigma --command "bash studies/content/sigma_bow.sh $RUN; bash studies/content/sigma_chain.sh $RUN $S"
