@@ -20,8 +20,8 @@ D=build/daei
 E=runs/contextual-embedder
 R=runs/ctx-probe
 CONFIG=configs/contextual-frontier.yaml
-# shellcheck source=studies/common/mpi.sh
-source studies/common/mpi.sh
+# shellcheck source=studies/common/mpi.bash
+source studies/common/mpi.bash
 t_all=$SECONDS
 [[ -d $E/embedder/final/st ]] || bash studies/contextual_embedder/run.sh
 mkdir -p "$R"

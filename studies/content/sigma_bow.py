@@ -63,7 +63,7 @@ def content_word_prior(corpus, stop_list="src/model/text/stopwords.cpp", vocab=1
 
 
 CHAIN_ROWS = ["floor-constant", "floor-retrieval", "noisy-inverter", "noisy-vec2text", "dae-only", "dae-corrected",
-              "joint-no-corrector", "daei"]
+              "joint-no-corrector", "daei", "guided-noisy"]
 
 
 def chain_section(chain, bow_points):
@@ -75,18 +75,25 @@ def chain_section(chain, bow_points):
     if bow is None or bow["n"] != test["n"]:
         sys.exit("sigma_bow: %s (σ %s, %s texts) has no bag of words on the same texts" % (chain, res["sigma"], test["n"]))
     rows = {k: test["systems"][k] for k in CHAIN_ROWS if k in test["systems"]}
-    rows["bow-noisy"] = bow["bow-noisy"]
-    wall = "%s.wall_s" % chain
+    rows["bow-noisy"] = test["systems"].get("bow-noisy", bow["bow-noisy"])  # the chain's eval of it where it ran
+    wall, gwall = "%s.wall_s" % chain, "%s.guided-noisy.train_s" % chain
     md = ["", "## The quickstart's whole attack at σ %s" % res["sigma"], "",
-          "`%s` (run %s, revision %s, %s): configs/quickstart.yaml at embedder.sigma %s on the answers above, no clean "
-          "reference or zsinvert; bow-noisy from the table above, on the same %d test texts." % (
+          "`%s` (the command that wrote its results.json; run %s, revision %s; the pipeline %s%s): configs/quickstart.yaml "
+          "at embedder.sigma %s on the answers above, no clean "
+          "reference or zsinvert; bow-noisy the table's above, on the same %d test texts; guided-noisy (where trained, "
+          "`--guided`): stage 2's inverter that also reads bow-noisy's top words, with the copy gate." % (
               res.get("command", "?"), chain, res.get("revision", "?")[:12],
               "%.0f s" % float(open(wall).read()) if os.path.exists(wall) else "wall time not recorded",
+              ", guided-noisy %.0f s on one rank" % float(open(gwall).read()) if os.path.exists(gwall) else "",
               res["sigma"], test["n"]), "",
-          "| row | content F1 | content recall | token F1 | BLEU |", "|---|---|---|---|---|"]
+          "| row | content F1 | content recall | token F1 | BLEU | content F1 − floor-retrieval | token F1 − floor-constant |",
+          "|---|---|---|---|---|---|---|"]
     for k, v in rows.items():
-        md.append("| %s | %s | %.3f | %s | %.3f |" % (k, ci(v, "content_f1"), v["content_recall"], ci(v, "token_f1"),
-                                                    v["bleu"]))
+        fr, fc_ = verdict(test, k, "floor-retrieval", "content_f1"), verdict(test, k, "floor-constant", "token_f1")
+        md.append("| %s | %s | %.3f | %s | %.3f | %s | %s |" % (
+            k, ci(v, "content_f1"), v["content_recall"], ci(v, "token_f1"), v["bleu"],
+            "%+.3f [%+.3f, %+.3f]" % (fr["diff"], *fr["ci"]) if fr else "—",
+            "%+.3f [%+.3f, %+.3f]" % (fc_["diff"], *fc_["ci"]) if fc_ else "—"))
     attacks = [k for k in rows if not k.startswith("floor-")]
     best_c = max(attacks, key=lambda k: rows[k]["content_f1"])
     best_t = max(attacks, key=lambda k: rows[k]["token_f1"])

@@ -28,8 +28,8 @@ for s in "${SIGMAS[@]}"; do
 done
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
-# shellcheck source=studies/common/mpi.sh
-source studies/common/mpi.sh
+# shellcheck source=studies/common/mpi.bash
+source studies/common/mpi.bash
 same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 == b + 0) }'; }
 EVAL=(--set 'eval.splits=[test]' --set eval.sweep=false --set eval.per_round=false --set zsinvert.enabled=false)
 # The wall time of the steps that ran, added up over invocations (a second run that skips everything adds ~0).

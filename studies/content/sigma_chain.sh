@@ -5,7 +5,11 @@
 # corpus and tokenizer and the release's answers at that σ split by split from runs/NAME-bow-sigma-SIGMA (so every
 # row is scored on the same test texts as bow-noisy there); RUN's train.precision; no clean reference, zsinvert, noise
 # sweep or per-round tables; test split only (seeds.sh's settings). Then results/content_sigma.{md,json} again with
-# the chain's rows beside the bag of words at that σ. About 20 min on 2 cores.
+# the chain's rows beside the bag of words at that σ. About 15 min on 2 cores.
+#   bash studies/content/sigma_chain.sh RUN_DIR SIGMA --guided
+# once the above has run: guided-noisy with the copy gate (guided.copy; stages/recipes/guided.h: 2 fold models at
+# bow.*'s budget for the training rows' guides, then stage 2's budget) on one rank, reading the bow-noisy of
+# NAME-bow-sigma-SIGMA (linked), then eval and the page again. About 25 min on one core.
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0
 fi
@@ -14,7 +18,14 @@ cd "$(dirname "$0")/../.."
 RUN=${1:?usage: sigma_chain.sh RUN_DIR SIGMA}
 S=${2:?usage: sigma_chain.sh RUN_DIR SIGMA}
 [[ $S =~ ^0?\.[0-9]+$ ]] || { echo "sigma_chain: $S: not a σ in (0, 1)" >&2; exit 2; }
+GUIDED=''
+case ${3:-} in
+  "") ;;
+  --guided) GUIDED=1 ;;
+  *) echo "sigma_chain: ${3}: unknown option (--guided)" >&2; exit 2 ;;
+esac
 CONFIG=${CONFIG:-configs/quickstart.yaml}
+D=build/daei
 NP=${NP:-2}
 root=$(dirname "$RUN")
 name=$(basename "$RUN")
@@ -28,18 +39,32 @@ dir=$root/$name-sigma-$S
 mkdir -p "$dir/cache"
 for f in corpus tokenizer; do [[ -e $dir/$f ]] || ln -s "$(realpath "$RUN/$f")" "$dir/$f"; done
 for c in train val test; do [[ -e $dir/cache/$c ]] || ln -s "$(realpath "$B/cache/$c")" "$dir/cache/$c"; done
-# shellcheck source=studies/common/mpi.sh
-source studies/common/mpi.sh
-echo "sigma_chain: $dir (embedder.sigma $S, train.precision $precision), log $dir.log"
+# shellcheck source=studies/common/mpi.bash
+source studies/common/mpi.bash
+at=(--config "$CONFIG" --set run.root="$root" --set run.name="$name-sigma-$S" --set embedder.sigma="$S"
+    --set train.precision="$precision" --set reference.enabled=false --set cache.clean_train_reference=false
+    --set zsinvert.enabled=false --set eval.sweep=false --set eval.per_round=false --set 'eval.splits=[test]')
 t0=$SECONDS
-daei_mpi "$NP" pipeline --config "$CONFIG" --set run.root="$root" --set run.name="$name-sigma-$S" \
-  --set embedder.sigma="$S" --set train.precision="$precision" --set reference.enabled=false \
-  --set cache.clean_train_reference=false --set zsinvert.enabled=false --set eval.sweep=false \
-  --set eval.per_round=false --set 'eval.splits=[test]' >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
-echo $((SECONDS - t0)) >"$dir.wall_s"
+if [[ -z $GUIDED ]]; then
+  echo "sigma_chain: $dir (embedder.sigma $S, train.precision $precision), log $dir.log"
+  daei_mpi "$NP" pipeline "${at[@]}" >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
+  echo $((SECONDS - t0)) >"$dir.wall_s"
+else
+  [[ -f $dir/eval/results.json && -d $B/bow-noisy/final ]] ||
+    { echo "sigma_chain: --guided needs $dir's pipeline and $B/bow-noisy (run the first form first)" >&2; exit 2; }
+  [[ -e $dir/bow-noisy ]] || ln -s "$(realpath "$B/bow-noisy")" "$dir/bow-noisy"
+  at+=(--set bow.enabled=true --set guided.enabled=true --set guided.copy=true)
+  if [[ ! -d $dir/guided-noisy/final ]]; then
+    echo "sigma_chain: guided-noisy (copy gate) in $dir, log $dir.guided-noisy.log"
+    daei_mpi 1 train --stage guided-noisy "${at[@]}" >"$dir.guided-noisy.log" 2>&1 ||
+      { tail -5 "$dir.guided-noisy.log"; exit 1; }
+    echo $((SECONDS - t0)) >"$dir.guided-noisy.train_s"
+  fi
+  "$D" eval "${at[@]}" >"$dir.eval.log" 2>&1 || { tail -5 "$dir.eval.log"; exit 1; }
+fi
 args=()
 for d in "$root/$name"-bow-sigma-*; do [[ -d $d && -f $d/eval/results.json ]] && args+=("$d"); done
 chains=()
 for d in "$root/$name"-sigma-*; do [[ -f $d/eval/results.json ]] && chains+=(--chain "$d"); done
 python3 studies/content/sigma_bow.py "${args[@]}" "${chains[@]}" --total-seconds "$(cat "$root/$name-bow-sigma.wall_s")" \
-  --out results/content_sigma --command "bash studies/content/sigma_bow.sh $RUN; bash studies/content/sigma_chain.sh $RUN $S"
+  --out results/content_sigma --command "bash studies/content/sigma_bow.sh $RUN; bash studies/content/sigma_chain.sh $RUN $S${GUIDED:+; bash studies/content/sigma_chain.sh $RUN $S --guided}"
