@@ -107,7 +107,18 @@ def chain_section(chain, bow_points):
     if pairs:
         md.append("daei − noisy-vec2text: " + "; ".join(
             "%s %+.3f [%+.3f, %+.3f]" % (v["metric"].replace("_", " "), v["diff"], *v["ci"]) for v in pairs) + ".")
-    return md + [""], {"run": chain, "sigma": res["sigma"], "n": test["n"], "revision": res.get("revision"),
+    # Samples by a fixed rule (every 30th test text), as results/content.md shows them.
+    recs = [json.loads(x) for x in open(os.path.join(chain, "eval", "recoveries.jsonl")) if x.strip()]
+    recs = [r for r in recs if r["split"] == "test"]
+    show = [k for k in ("floor-retrieval", "noisy-vec2text", "daei", "guided-noisy", "bow-noisy")
+            if k in recs[0]["systems"]]
+    md += ["", "Samples at σ %s (every 30th test text, i = 0, 30, …; each recovery with its content F1):" % res["sigma"],
+           ""]
+    for r in recs[::30]:
+        md += ["**%d.** %s" % (r["i"], r["truth"]), ""]
+        md += ["- `%s` (content F1 %.2f): %s" % (k, r["systems"][k]["content_f1"], r["systems"][k]["text"]) for k in show]
+        md.append("")
+    return md, {"run": chain, "sigma": res["sigma"], "n": test["n"], "revision": res.get("revision"),
                        "rows": {k: {m: v[m] for m in ("content_f1", "content_recall", "token_f1", "bleu")}
                                 for k, v in rows.items()},
                        "daei_minus_noisy_vec2text": pairs}
