@@ -89,5 +89,13 @@ done
 args=()
 for r in "${runs[@]}"; do args+=("$root/$r"); done
 echo $(($(cat "$wall_file" 2>/dev/null || echo 0) + SECONDS - t_all)) >"$wall_file.tmp" && mv "$wall_file.tmp" "$wall_file"
-python3 studies/content/sigma_bow.py "${args[@]}" --total-seconds "$(cat "$wall_file")" \
-  --out results/content_sigma --command "bash studies/content/sigma_bow.sh $RUN ${SIGMAS[*]}"
+# The whole attack at one of these σ (studies/content/sigma_chain.sh), where it has run, stays on the page.
+cmd="bash studies/content/sigma_bow.sh $RUN ${SIGMAS[*]}"
+for d in "$root/$name"-sigma-*; do
+  [[ -f $d/eval/results.json ]] || continue
+  args+=(--chain "$d")
+  cmd+="; bash studies/content/sigma_chain.sh $RUN ${d##*-sigma-}"
+  [[ -d $d/guided-noisy/final ]] && cmd+="; bash studies/content/sigma_chain.sh $RUN ${d##*-sigma-} --guided"
+done
+python3 studies/content/sigma_bow.py "${args[@]}" --total-seconds "$(cat "$wall_file")" --out results/content_sigma \
+  --command "$cmd"
