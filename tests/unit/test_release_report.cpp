@@ -53,7 +53,9 @@ TEST(ReleaseReport, EveryPointCarriesTheBoundAndTheChosenSigmaKeepsTheBar) {
   EXPECT_EQ(r.covariance_eigenvalues.size(), 16u);
   for (size_t i = 0; i < r.points.size(); ++i) {
     EXPECT_NEAR(r.points[i].bits_bound, gaussian_channel_bits(r.covariance_eigenvalues, r.points[i].sigma), 1e-12);
-    if (i > 0) EXPECT_LT(r.points[i].bits_bound, r.points[i - 1].bits_bound);  // more noise, fewer bits
+    if (i > 0) {
+      EXPECT_LT(r.points[i].bits_bound, r.points[i - 1].bits_bound);  // more noise, fewer bits
+    }
   }
   EXPECT_EQ(r.points[0].recall.at1, 1.0);  // σ 0.01 on unit vectors 16-d apart: every query finds its row
   EXPECT_LT(r.points[3].recall.at1, 0.9);  // σ 10: chance
@@ -63,7 +65,9 @@ TEST(ReleaseReport, EveryPointCarriesTheBoundAndTheChosenSigmaKeepsTheBar) {
       ++chosen_points;
       EXPECT_GE(p.recall.at1, 0.9);
     }
-    if (p.sigma > r.chosen) EXPECT_LT(p.recall.at1, 0.9);
+    if (p.sigma > r.chosen) {
+      EXPECT_LT(p.recall.at1, 0.9);
+    }
   }
   EXPECT_EQ(chosen_points, 1);
   const auto j = sigma_report_json(r, "toy");
