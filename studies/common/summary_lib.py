@@ -167,6 +167,19 @@ def verdict_text(v):
     return f"{v['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] {tag}"
 
 
+def value_ci(row, metric):
+    """A row's metric with its interval where results.json has one ("0.123 [0.100, 0.145]"); "—" for no row."""
+    if row is None:
+        return "—"
+    c = row.get(metric + "_ci")
+    return "%.3f [%.3f, %.3f]" % (row[metric], *c) if c else "%.3f" % row[metric]
+
+
+def report_point(report, sigma):
+    """The grid point of a release report (daei release-report's JSON) at σ, or None."""
+    return next((p for p in report["points"] if abs(p["sigma"] - sigma) < 1e-9), None)
+
+
 # -- the page -------------------------------------------------------------------------------------------------------
 
 def write_page(out, lines, data):

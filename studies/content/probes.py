@@ -12,22 +12,13 @@ import argparse, json, os, sys
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from summary_lib import bf16_isa, cpu_model, git_revision, write_page  # noqa: E402
+from summary_lib import bf16_isa, cpu_model, git_revision, report_point, value_ci, write_page  # noqa: E402
 
 
 def recall_at(report, sigma):
     """recall@1 of a release report's grid point at σ."""
-    for p in report["points"]:
-        if abs(p["sigma"] - sigma) < 1e-9:
-            return p["recall_at_1"]
-    return float("nan")
-
-
-def cell(row, metric):
-    if row is None:
-        return "—"
-    ci = row.get(metric + "_ci")
-    return "%.3f [%.3f, %.3f]" % (row[metric], *ci) if ci else "%.3f" % row[metric]
+    p = report_point(report, sigma)
+    return p["recall_at_1"] if p else float("nan")
 
 
 def main():
@@ -93,8 +84,8 @@ def main():
             entry["rows"][row] = {k: v[k] for k in ("content_f1", "content_recall", "token_f1") if k in v}
             md.append("| %s | %s (%.3f) | %s%s | %s | %.3f | %s |" % (
                 name, sigma, entry["recall_at_1"], row, " (floor)" if row.startswith("floor") else
-                " (reference)" if row.endswith("clean") else "", cell(v, "content_f1"), v["content_recall"],
-                cell(v, "token_f1")))
+                " (reference)" if row.endswith("clean") else "", value_ci(v, "content_f1"), v["content_recall"],
+                value_ci(v, "token_f1")))
         out["embedders"].append(entry)
     md += ["", "The stand-in's test rows: the first %d test texts of its run (eval.max_texts of %s)." % (
         n, "configs/contextual-frontier.yaml"), ""]

@@ -13,21 +13,14 @@ import argparse, collections, json, math, os, re, sys
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
-from summary_lib import bf16_isa, cpu_model, git_revision, write_page  # noqa: E402
+from summary_lib import bf16_isa, cpu_model, git_revision, report_point, value_ci, write_page  # noqa: E402
 
 TARGET = 0.30  # issue 65: the best noisy attack's content F1
 
 
-def grid_point(report, sigma):
-    for p in report["points"]:
-        if abs(p["sigma"] - sigma) < 1e-9:
-            return p
-    return None
-
-
-def ci(row, metric):
-    c = row.get(metric + "_ci")
-    return "%.3f [%.3f, %.3f]" % (row[metric], *c) if c else "%.3f" % row[metric]
+def diff_ci(d):
+    """A paired difference of results.json ({"diff", "ci"}) as "+0.012 [+0.003, +0.021]"; "—" for none."""
+    return "%+.3f [%+.3f, %+.3f]" % (d["diff"], *d["ci"]) if d else "—"
 
 
 def verdict(test, system, floor, metric):
@@ -91,9 +84,8 @@ def chain_section(chain, bow_points):
     for k, v in rows.items():
         fr, fc_ = verdict(test, k, "floor-retrieval", "content_f1"), verdict(test, k, "floor-constant", "token_f1")
         md.append("| %s | %s | %.3f | %s | %.3f | %s | %s |" % (
-            k, ci(v, "content_f1"), v["content_recall"], ci(v, "token_f1"), v["bleu"],
-            "%+.3f [%+.3f, %+.3f]" % (fr["diff"], *fr["ci"]) if fr else "—",
-            "%+.3f [%+.3f, %+.3f]" % (fc_["diff"], *fc_["ci"]) if fc_ else "—"))
+            k, value_ci(v, "content_f1"), v["content_recall"], value_ci(v, "token_f1"), v["bleu"],
+            diff_ci(fr), diff_ci(fc_)))
     attacks = [k for k in rows if not k.startswith("floor-")]
     best_c = max(attacks, key=lambda k: rows[k]["content_f1"])
     best_t = max(attacks, key=lambda k: rows[k]["token_f1"])
@@ -106,7 +98,7 @@ def chain_section(chain, bow_points):
     pairs = [v for v in test.get("verdicts", []) if (v["a"], v["b"]) == ("daei", "noisy-vec2text")]
     if pairs:
         md.append("daei − noisy-vec2text: " + "; ".join(
-            "%s %+.3f [%+.3f, %+.3f]" % (v["metric"].replace("_", " "), v["diff"], *v["ci"]) for v in pairs) + ".")
+            "%s %s" % (v["metric"].replace("_", " "), diff_ci(v)) for v in pairs) + ".")
     # Samples by a fixed rule (every 30th test text), as results/content.md shows them.
     recs = [json.loads(x) for x in open(os.path.join(chain, "eval", "recoveries.jsonl")) if x.strip()]
     recs = [r for r in recs if r["split"] == "test"]
@@ -143,7 +135,7 @@ def main():
         sysm = test["systems"]
         if "bow-noisy" not in sysm:
             sys.exit("sigma_bow: %s has no bow-noisy row" % run)
-        g = grid_point(report, res["sigma"]) or {}
+        g = report_point(report, res["sigma"]) or {}
         row = {"run": run, "sigma": res["sigma"], "n": test["n"], "revision": res.get("revision", "?")[:12],
                "recall_at_1": g.get("recall_at_1"), "bits_bound": g.get("bits_bound"),
                "train_s": seconds(run, "bow-noisy")}
@@ -179,15 +171,15 @@ def main():
           "|---|---|---|---|---|---|---|---|---|"]
     if clean:
         md.append("| 0 (bow-clean, reference) | 1 | ∞ | %s | %.3f | %s | — | — | %s |" % (
-            ci(clean, "content_f1"), clean["content_recall"], ci(clean, "token_f1"),
+            value_ci(clean, "content_f1"), clean["content_recall"], value_ci(clean, "token_f1"),
             "%.0f" % clean["train_s"] if clean["train_s"] else "—"))
     for p in points:
         b, d = p["bow-noisy"], p["bow_minus_retrieval_content"]
         md.append("| %s | %s | %s | %s | %.3f | %s | %.3f | %s | %s |" % (
             p["sigma"], "%.4f" % p["recall_at_1"] if p["recall_at_1"] is not None else "—",
-            "%.1f" % p["bits_bound"] if p["bits_bound"] is not None else "—", ci(b, "content_f1"), b["content_recall"],
-            ci(b, "token_f1"), p["floor-retrieval"]["content_f1"],
-            "%+.3f [%+.3f, %+.3f]" % (d["diff"], *d["ci"]) if d else "—",
+            "%.1f" % p["bits_bound"] if p["bits_bound"] is not None else "—", value_ci(b, "content_f1"), b["content_recall"],
+            value_ci(b, "token_f1"), p["floor-retrieval"]["content_f1"],
+            diff_ci(d),
             "%.0f" % p["train_s"] if p["train_s"] else "—"))
     md += ["", "Content F1 ≥ %.2f (issue 65's target for the best noisy attack): %s." % (
         TARGET, "at σ ≤ %s on this grid" % max(reached) if reached else "at no σ of this grid"), "",

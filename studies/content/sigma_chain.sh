@@ -62,9 +62,8 @@ else
   fi
   "$D" eval "${at[@]}" >"$dir.eval.log" 2>&1 || { tail -5 "$dir.eval.log"; exit 1; }
 fi
-args=()
-for d in "$root/$name"-bow-sigma-*; do [[ -d $d && -f $d/eval/results.json ]] && args+=("$d"); done
-chains=()
-for d in "$root/$name"-sigma-*; do [[ -f $d/eval/results.json ]] && chains+=(--chain "$d"); done
-python3 studies/content/sigma_bow.py "${args[@]}" "${chains[@]}" --total-seconds "$(cat "$root/$name-bow-sigma.wall_s")" \
-  --out results/content_sigma --command "bash studies/content/sigma_bow.sh $RUN; bash studies/content/sigma_chain.sh $RUN $S${GUIDED:+; bash studies/content/sigma_chain.sh $RUN $S --guided}"
+# The page again through sigma_bow.sh over the σ it has run (each finished, so nothing is retrained): it adds every
+# run of this script that exists and names the commands.
+sigmas=()
+for d in "$root/$name"-bow-sigma-*; do [[ -f $d/eval/results.json ]] && sigmas+=("${d##*-bow-sigma-}"); done
+bash studies/content/sigma_bow.sh "$RUN" "${sigmas[@]}"
