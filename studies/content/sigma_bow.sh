@@ -24,7 +24,7 @@ run_sigma=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['si
 SIGMAS=("$@")
 ((${#SIGMAS[@]})) || SIGMAS=(0.02 0.05 0.10 "$run_sigma")
 for s in "${SIGMAS[@]}"; do
-  [[ $s =~ ^0?\.[0-9]+$ ]] || { echo "sigma_bow: $s: not a σ in (0, 1)" >&2; exit 2; }
+  [[ $s =~ ^0?\.[0-9]*[1-9][0-9]*$ ]] || { echo "sigma_bow: $s: not a σ in (0, 1)" >&2; exit 2; }
 done
 root=$(dirname "$RUN")
 name=$(basename "$RUN")

@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:?usage: sigma_chain.sh RUN_DIR SIGMA}
 S=${2:?usage: sigma_chain.sh RUN_DIR SIGMA}
-[[ $S =~ ^0?\.[0-9]+$ ]] || { echo "sigma_chain: $S: not a σ in (0, 1)" >&2; exit 2; }
+[[ $S =~ ^0?\.[0-9]*[1-9][0-9]*$ ]] || { echo "sigma_chain: $S: not a σ in (0, 1)" >&2; exit 2; }
 GUIDED=''
 case ${3:-} in
   "") ;;
